@@ -1,0 +1,111 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// replayBody produces the request body of each attempt.
+//
+// Three cases, cheapest first: no body at all; a body the caller can
+// recreate (GetBody, set by http.NewRequest for bytes and strings readers),
+// used as is with no copy; and a body of known length up to
+// Policy.MaxBufferedBody, read once into memory. Anything else (longer, or
+// of unknown length, such as a pipe) is streamed once and never buffered,
+// since holding a large upload in memory to make a retry possible would turn
+// a retry layer into a memory problem.
+type replayBody struct {
+	req        *http.Request // the caller's
+	buf        []byte        // the buffered copy, or nil
+	replayable bool
+}
+
+// newReplayBody prepares req's body for replay. It reads the body only when
+// it must buffer it; a read error is returned and nothing is sent.
+func newReplayBody(req *http.Request, limit int64, buffer bool) (replayBody, error) {
+	b := replayBody{req: req}
+	switch {
+	case req.Body == nil || req.Body == http.NoBody, req.GetBody != nil:
+		b.replayable = true
+	case buffer && req.ContentLength > 0 && req.ContentLength <= limit:
+		buf, err := io.ReadAll(io.LimitReader(req.Body, req.ContentLength+1))
+		req.Body.Close()
+		if err != nil {
+			return b, fmt.Errorf("retryhttp: reading request body: %w", err)
+		}
+		if int64(len(buf)) != req.ContentLength {
+			return b, fmt.Errorf("retryhttp: request body has %d bytes, ContentLength says %d", len(buf), req.ContentLength)
+		}
+		b.buf = buf
+		b.replayable = true
+	}
+	return b, nil
+}
+
+// forAttempt returns the body and GetBody to send on attempt n (1-based).
+// The first attempt sends the caller's own body unless it was buffered.
+func (b replayBody) forAttempt(n int) (io.ReadCloser, func() (io.ReadCloser, error), error) {
+	switch {
+	case b.buf != nil:
+		return io.NopCloser(bytes.NewReader(b.buf)), b.getBuffered, nil
+	case n == 1, b.req.Body == nil || b.req.Body == http.NoBody:
+		return b.req.Body, b.req.GetBody, nil
+	}
+	body, err := b.req.GetBody()
+	if err != nil {
+		return nil, nil, fmt.Errorf("retryhttp: GetBody: %w", err)
+	}
+	return body, b.req.GetBody, nil
+}
+
+func (b replayBody) getBuffered() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(b.buf)), nil
+}
+
+// closeRequestBody keeps the RoundTripper contract on paths that return
+// before handing the body to the base transport.
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// maxDrain bounds how much of a discarded response body is read so its
+// connection can be reused; past that, closing the connection is cheaper.
+const maxDrain = 4 << 10
+
+// discard drains and closes the body of a response that will not be
+// returned to the caller.
+func discard(resp *http.Response) {
+	io.CopyN(io.Discard, resp.Body, maxDrain)
+	resp.Body.Close()
+}
+
+// cancelBody releases an attempt's context when the caller is done with the
+// response body, which must stay readable after RoundTrip returns.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
+}
+
+// cancelWriteBody keeps the io.Writer of a 101 Switching Protocols body.
+type cancelWriteBody struct {
+	cancelBody
+	io.Writer
+}
+
+func wrapCancel(rc io.ReadCloser, cancel context.CancelCauseFunc) io.ReadCloser {
+	if w, ok := rc.(io.ReadWriteCloser); ok {
+		return &cancelWriteBody{cancelBody{w, cancel}, w}
+	}
+	return &cancelBody{rc, cancel}
+}

@@ -1,0 +1,140 @@
+package retryhttp
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+)
+
+// Decision is a ShouldRetry hook's verdict on one attempt's outcome.
+type Decision int
+
+const (
+	// Defer leaves the decision to the built-in rules.
+	Defer Decision = iota
+	// Retry asks for another attempt. It is still subject to the safety
+	// rules (a POST without an Idempotency-Key that may have reached the
+	// server is never re-sent) and to the Policy's limits.
+	Retry
+	// Stop returns this outcome to the caller.
+	Stop
+)
+
+func (d Decision) String() string {
+	switch d {
+	case Defer:
+		return "defer"
+	case Retry:
+		return "retry"
+	case Stop:
+		return "stop"
+	}
+	return "Decision(" + strconv.Itoa(int(d)) + ")"
+}
+
+// DefaultRetryStatuses are the statuses retried when Transport.RetryStatuses
+// is nil: the ones that say "this failed, and may work if you try again"
+// (RFC 9110 §15.5.9, §15.6.3-5; RFC 6585 §4). 500 and 501 are absent: they
+// usually mean a bug or a missing feature, which a retry does not fix.
+var DefaultRetryStatuses = []int{
+	http.StatusRequestTimeout,     // 408
+	http.StatusTooManyRequests,    // 429
+	http.StatusBadGateway,         // 502
+	http.StatusServiceUnavailable, // 503
+	http.StatusGatewayTimeout,     // 504
+}
+
+// Retry triggers that are not a status code.
+const (
+	triggerNetwork = "network"
+	triggerTimeout = "timeout"
+)
+
+// retryableStatus reports whether status is worth another attempt. 409 is
+// retried only with an Idempotency-Key: the idempotency middleware answers
+// 409 while the first request with the same key is still being processed.
+func (t *Transport) retryableStatus(status int, hasKey bool) bool {
+	statuses := t.RetryStatuses
+	if statuses == nil {
+		statuses = DefaultRetryStatuses
+	}
+	for _, s := range statuses {
+		if s == status {
+			return true
+		}
+	}
+	return status == http.StatusConflict && hasKey
+}
+
+// statusTrigger names a status as a retry trigger without allocating for the
+// common ones.
+func statusTrigger(status int) string {
+	switch status {
+	case 408:
+		return "408"
+	case 409:
+		return "409"
+	case 429:
+		return "429"
+	case 502:
+		return "502"
+	case 503:
+		return "503"
+	case 504:
+		return "504"
+	}
+	return strconv.Itoa(status)
+}
+
+// transientError reports whether err, returned by a base RoundTripper, is a
+// failure that a later attempt may not meet, and whether it proves that no
+// byte of the request reached the server (a failed dial or DNS lookup), which
+// makes even a POST without an Idempotency-Key safe to send again.
+//
+// It allows what it recognises and refuses the rest: TLS certificate errors,
+// an unsupported scheme, an invalid header and any error it does not know are
+// not retried. The caller's own context must be checked before calling it:
+// context.DeadlineExceeded is itself a net.Error that reports a timeout.
+func transientError(err error) (transient, nothingSent bool, trigger string) {
+	if isCertificateError(err) {
+		return false, false, ""
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		// A name that does not exist will not exist in 200ms either.
+		if dnsErr.IsTimeout {
+			return true, true, triggerTimeout
+		}
+		return dnsErr.IsTemporary, true, triggerNetwork
+	}
+	var opErr *net.OpError
+	dial := errors.As(err, &opErr) && opErr.Op == "dial"
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return true, true, triggerNetwork
+	case dial && (errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH)):
+		return true, true, triggerNetwork
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return true, dial, triggerNetwork
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return true, dial, triggerTimeout
+	}
+	return false, false, ""
+}
+
+func isCertificateError(err error) bool {
+	var verifyErr *tls.CertificateVerificationError
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verifyErr) || errors.As(err, &unknownAuthority) ||
+		errors.As(err, &hostname) || errors.As(err, &invalid)
+}

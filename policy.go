@@ -1,0 +1,197 @@
+package retryhttp
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Policy says how many times a Transport tries, how long it waits between
+// tries and how much it is willing to buffer to make a retry possible.
+//
+// The zero value is the default policy: every zero field takes the default
+// named in its comment. Negative values are rejected by RoundTrip with an
+// error wrapping ErrInvalidPolicy, so a typo never silently disables retries.
+type Policy struct {
+	// MaxAttempts is the total number of attempts, the first included.
+	// 0 means 4; 1 disables retries.
+	MaxAttempts int
+
+	// BaseDelay is the ceiling of the first backoff wait; each later ceiling
+	// doubles it. 0 means 200ms.
+	BaseDelay time.Duration
+
+	// MaxDelay caps one backoff wait. 0 means 10s.
+	MaxDelay time.Duration
+
+	// MaxElapsed bounds the attempts and waits of one RoundTrip, measured from
+	// the first send: a retry whose wait would end past it is not made. It does
+	// not cut a running attempt short (that is the caller's deadline's job).
+	// 0 means 30s.
+	MaxElapsed time.Duration
+
+	// AttemptTimeout bounds the wait for one attempt's response headers; an
+	// attempt that times out is retried like a network timeout. Reading the
+	// body of the returned response is not bounded by it. 0 means no bound.
+	AttemptTimeout time.Duration
+
+	// MaxRetryAfter is the longest Retry-After the Transport waits out. A
+	// response asking for longer is returned to the caller at once, since a
+	// server that says "come back in an hour" is not a transient failure.
+	// 0 means 30s.
+	MaxRetryAfter time.Duration
+
+	// MaxBufferedBody is the largest request body, in bytes, the Transport
+	// copies into memory so it can be sent again when the request has no
+	// GetBody. A longer body, or one of unknown length, is streamed once and
+	// not retried. 0 means 1 MiB.
+	MaxBufferedBody int64
+
+	// Jitter picks how a backoff wait is randomised. The zero value is
+	// FullJitter.
+	Jitter Jitter
+}
+
+// Defaults of Policy; see each field for the reason.
+const (
+	DefaultMaxAttempts     = 4
+	DefaultBaseDelay       = 200 * time.Millisecond
+	DefaultMaxDelay        = 10 * time.Second
+	DefaultMaxElapsed      = 30 * time.Second
+	DefaultMaxRetryAfter   = 30 * time.Second
+	DefaultMaxBufferedBody = 1 << 20
+)
+
+// Jitter selects how a backoff wait is drawn from its ceiling. Jitter spreads
+// clients that failed together so they do not come back together; see
+// "Exponential Backoff And Jitter" (AWS Architecture Blog, 2015).
+type Jitter int
+
+const (
+	// FullJitter waits U(0, ceiling): the least total work and the flattest
+	// load of the strategies, the default.
+	FullJitter Jitter = iota
+	// EqualJitter waits ceiling/2 + U(0, ceiling/2): never less than half
+	// the ceiling.
+	EqualJitter
+	// DecorrelatedJitter waits min(MaxDelay, U(BaseDelay, 3*previous wait)).
+	DecorrelatedJitter
+	// NoJitter waits the ceiling exactly. Clients that failed together retry
+	// together; use it in tests, not in production.
+	NoJitter
+)
+
+func (j Jitter) String() string {
+	switch j {
+	case FullJitter:
+		return "full"
+	case EqualJitter:
+		return "equal"
+	case DecorrelatedJitter:
+		return "decorrelated"
+	case NoJitter:
+		return "none"
+	}
+	return fmt.Sprintf("Jitter(%d)", int(j))
+}
+
+// resolve returns p with defaults filled in, or an error naming the first
+// field that is out of range.
+func (p Policy) resolve() (Policy, error) {
+	switch {
+	case p.MaxAttempts < 0:
+		return p, fmt.Errorf("%w: MaxAttempts %d is negative", ErrInvalidPolicy, p.MaxAttempts)
+	case p.BaseDelay < 0:
+		return p, fmt.Errorf("%w: BaseDelay %v is negative", ErrInvalidPolicy, p.BaseDelay)
+	case p.MaxDelay < 0:
+		return p, fmt.Errorf("%w: MaxDelay %v is negative", ErrInvalidPolicy, p.MaxDelay)
+	case p.MaxElapsed < 0:
+		return p, fmt.Errorf("%w: MaxElapsed %v is negative", ErrInvalidPolicy, p.MaxElapsed)
+	case p.AttemptTimeout < 0:
+		return p, fmt.Errorf("%w: AttemptTimeout %v is negative", ErrInvalidPolicy, p.AttemptTimeout)
+	case p.MaxRetryAfter < 0:
+		return p, fmt.Errorf("%w: MaxRetryAfter %v is negative", ErrInvalidPolicy, p.MaxRetryAfter)
+	case p.MaxBufferedBody < 0:
+		return p, fmt.Errorf("%w: MaxBufferedBody %d is negative", ErrInvalidPolicy, p.MaxBufferedBody)
+	case p.Jitter < FullJitter || p.Jitter > NoJitter:
+		return p, fmt.Errorf("%w: unknown %v", ErrInvalidPolicy, p.Jitter)
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.BaseDelay == 0 {
+		p.BaseDelay = DefaultBaseDelay
+	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = DefaultMaxDelay
+	}
+	if p.MaxElapsed == 0 {
+		p.MaxElapsed = DefaultMaxElapsed
+	}
+	if p.MaxRetryAfter == 0 {
+		p.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if p.MaxBufferedBody == 0 {
+		p.MaxBufferedBody = DefaultMaxBufferedBody
+	}
+	return p, nil
+}
+
+// ceiling is the largest backoff wait before retry n (0-based: n=0 is the
+// wait after the first attempt): min(MaxDelay, BaseDelay*2^n), computed
+// without overflow for any n.
+func (p Policy) ceiling(n int) time.Duration {
+	if n < 0 {
+		n = 0
+	}
+	if n >= 62 || p.BaseDelay > p.MaxDelay>>n {
+		return p.MaxDelay
+	}
+	return p.BaseDelay << n
+}
+
+// Backoff returns the wait before retry n (0-based) of a resolved Policy.
+// prev is the previous wait (0 before the first retry; only
+// DecorrelatedJitter reads it) and r a uniform random number in [0, 1).
+// It is a pure function so that every strategy can be tested exactly, and
+// so that a simulator can drive the very code the Transport runs.
+func (p Policy) Backoff(n int, prev time.Duration, r float64) time.Duration {
+	p, err := p.resolve()
+	if err != nil {
+		return 0
+	}
+	return p.backoff(n, prev, r)
+}
+
+func (p Policy) backoff(n int, prev time.Duration, r float64) time.Duration {
+	switch p.Jitter {
+	case NoJitter:
+		return p.ceiling(n)
+	case EqualJitter:
+		c := p.ceiling(n)
+		half := c / 2
+		return c - half + scale(half, r)
+	case DecorrelatedJitter:
+		if prev < p.BaseDelay {
+			prev = p.BaseDelay
+		}
+		hi := time.Duration(math.MaxInt64)
+		if prev <= math.MaxInt64/3 {
+			hi = 3 * prev
+		}
+		return min(p.MaxDelay, p.BaseDelay+scale(hi-p.BaseDelay, r))
+	default: // FullJitter
+		return scale(p.ceiling(n), r)
+	}
+}
+
+// scale returns d*r for r in [0, 1), never more than d.
+func scale(d time.Duration, r float64) time.Duration {
+	if r <= 0 || d <= 0 {
+		return 0
+	}
+	if r >= 1 {
+		return d
+	}
+	return min(d, time.Duration(float64(d)*r))
+}

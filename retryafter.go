@@ -1,0 +1,61 @@
+package retryhttp
+
+import (
+	"math"
+	"net/http"
+	"time"
+)
+
+// parseRetryAfter reads a Retry-After header value (RFC 9110 §10.2.3):
+// either delta-seconds or an HTTP-date in any of the three forms
+// http.ParseTime accepts. ok is false for a missing, malformed or negative
+// value and for a date that is not after now, so the caller falls back to
+// its own backoff. A delta too large to represent saturates, so it is still
+// recognised as "longer than we will wait".
+func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = trimOWS(v)
+	if v == "" {
+		return 0, false
+	}
+	if isDigits(v) {
+		const maxSeconds = math.MaxInt64 / int64(time.Second)
+		var secs int64
+		for i := 0; i < len(v); i++ {
+			secs = secs*10 + int64(v[i]-'0')
+			if secs > maxSeconds {
+				return time.Duration(math.MaxInt64), true
+			}
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d = t.Sub(now)
+	if d <= 0 {
+		return 0, false
+	}
+	return d, true
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// trimOWS strips the optional white space (SP, HTAB) HTTP allows around a
+// field value.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,269 @@
+// Package retryhttp makes HTTP calls safe to retry.
+//
+// Transport is an http.RoundTripper that wraps another one and sends a
+// request again when the failure was transient (a dropped connection, 503,
+// 429) and sending it again cannot cause a second side effect: the method is
+// idempotent, or the request carries an Idempotency-Key. It waits with capped
+// exponential backoff and jitter between attempts, honours Retry-After, and
+// stops at a number of attempts, a total time and the caller's deadline.
+//
+//	client := &http.Client{Transport: &retryhttp.Transport{}}
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+)
+
+// Transport is an http.RoundTripper that retries transient failures of
+// requests that are safe to send again. The zero value is ready to use: it
+// sends through its own pooled transport with the default Policy.
+//
+// A Transport is safe for concurrent use by multiple goroutines and must not
+// be copied after first use. Like http.Transport it should be reused, not
+// made per request. It starts no goroutines of its own.
+//
+// What is retried. A request is replayable when its method is idempotent
+// (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or it carries an Idempotency-Key
+// or X-Idempotency-Key header, read as net/http reads them. A replayable
+// request is retried after a retryable status (RetryStatuses, and 409 when it
+// has a key) or a transient network error. Any request, POST included, is
+// retried after an error proving nothing was sent (a refused connection, a
+// temporary DNS failure). Nothing else is retried.
+//
+// What the caller gets. When attempts run out on a status, the last response
+// itself, body unread and err nil: a drop-in transport must not turn a 503
+// into an error. When the last attempt ended in an error, a *RetryError
+// wrapping it. Bodies of discarded responses are drained (a little) and
+// closed, so their connections are reused. resp.Request is the caller's
+// request, as in net/http; the caller's request is never modified.
+type Transport struct {
+	// Base sends each attempt. nil means a pooled transport from
+	// go-cleanhttp, made on first use and kept for the Transport's life.
+	Base http.RoundTripper
+
+	// Policy bounds attempts and waits; the zero value is the default.
+	Policy Policy
+
+	// InjectIdempotencyKey gives POST and PATCH requests that carry no
+	// Idempotency-Key a fresh random one (UUIDv4), generated once per
+	// RoundTrip and sent unchanged on every attempt, which makes them
+	// retryable. The caller's request is not modified, so resp.Request does
+	// not show the key; a caller that needs the key for its own records sets
+	// it itself. Injected keys are visible to hooks and logs.
+	//
+	// Only turn it on for servers that honour the header (see package
+	// idempotency): to one that ignores it, a retried POST is a second POST.
+	InjectIdempotencyKey bool
+
+	// RetryStatuses replaces the response statuses that are retried. nil
+	// means DefaultRetryStatuses; an empty non-nil slice retries none.
+	RetryStatuses []int
+
+	// ShouldRetry, if set, is asked first about every attempt's outcome:
+	// exactly one of resp and err is non-nil, and req is the request that was
+	// sent (with any injected key). Returning Defer applies the built-in
+	// rules. It must not read resp.Body. Use it for signals the rules do not
+	// know, such as an SDK's X-Should-Retry header.
+	ShouldRetry func(req *http.Request, resp *http.Response, err error) Decision
+
+	baseOnce sync.Once
+	base     http.RoundTripper
+}
+
+func (t *Transport) baseTransport() http.RoundTripper {
+	if t.Base != nil {
+		return t.Base
+	}
+	t.baseOnce.Do(func() { t.base = cleanhttp.DefaultPooledTransport() })
+	return t.base
+}
+
+// CloseIdleConnections closes the idle connections of the base transport,
+// so that http.Client.CloseIdleConnections works through a Transport.
+func (t *Transport) CloseIdleConnections() {
+	type closeIdler interface{ CloseIdleConnections() }
+	if c, ok := t.baseTransport().(closeIdler); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	p, err := t.Policy.resolve()
+	if err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	ctx := req.Context()
+	header := req.Header
+	hasKey := hasIdempotencyKey(header)
+	injected := t.InjectIdempotencyKey && !hasKey && injectable(req.Method)
+	if injected {
+		header = withIdempotencyKey(header)
+		hasKey = true
+	}
+	replayable := hasKey || idempotentMethod(req.Method)
+	body, err := newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1)
+	if err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	base := t.baseTransport()
+
+	start := time.Now()
+	var backoff time.Duration // the previous backoff wait, for DecorrelatedJitter
+	for attempt := 1; ; attempt++ {
+		areq, err := attemptRequest(req, header, injected, body, attempt)
+		if err != nil {
+			return nil, &RetryError{Attempts: attempt - 1, Reason: ReasonBody, Err: err}
+		}
+		resp, err := send(base, areq, p.AttemptTimeout)
+
+		retry, stop, _ := t.decide(areq, resp, err, replayable && body.replayable, body.replayable, hasKey)
+		if !retry {
+			return t.finish(req, resp, err, attempt, stop)
+		}
+		if attempt >= p.MaxAttempts {
+			return t.finish(req, resp, err, attempt, ReasonAttempts)
+		}
+		now := time.Now()
+		backoff = p.backoff(attempt-1, backoff, rand.Float64())
+		wait := backoff
+		if resp != nil {
+			if ra, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+				if ra > p.MaxRetryAfter {
+					return t.finish(req, resp, err, attempt, ReasonRetryAfterTooLong)
+				}
+				wait = ra + p.retryAfterSpread(rand.Float64())
+			}
+		}
+		if now.Add(wait).Sub(start) > p.MaxElapsed {
+			return t.finish(req, resp, err, attempt, ReasonElapsed)
+		}
+		if dl, ok := ctx.Deadline(); ok && now.Add(wait).After(dl) {
+			return t.finish(req, resp, err, attempt, ReasonDeadline)
+		}
+		if resp != nil {
+			discard(resp)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, &RetryError{Attempts: attempt, Reason: ReasonCanceled, Err: err}
+		}
+	}
+}
+
+// decide classifies one attempt's outcome. retry is true when another
+// attempt is both useful and safe; otherwise stop names the reason.
+// safe says whether a request that may have reached the server can be sent
+// again; bodyOK whether the body can be sent again at all.
+func (t *Transport) decide(req *http.Request, resp *http.Response, err error, safe, bodyOK, hasKey bool) (retry bool, stop, trigger string) {
+	if err != nil && req.Context().Err() != nil {
+		return false, ReasonCanceled, ""
+	}
+	var d Decision
+	if t.ShouldRetry != nil {
+		d = t.ShouldRetry(req, resp, err)
+	}
+	if resp != nil {
+		trigger = statusTrigger(resp.StatusCode)
+		if d == Stop || d == Defer && !t.retryableStatus(resp.StatusCode, hasKey) || !safe {
+			return false, ReasonNotRetryable, trigger
+		}
+		return true, "", trigger
+	}
+	transient, nothingSent, trigger := transientError(err)
+	if errors.Is(err, ErrAttemptTimeout) {
+		transient, trigger = true, triggerTimeout
+	}
+	if d == Stop || d == Defer && !transient || !(safe || nothingSent && bodyOK) {
+		return false, ReasonNotRetryable, trigger
+	}
+	return true, "", trigger
+}
+
+// finish returns an attempt's outcome to the caller.
+func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason string) (*http.Response, error) {
+	if err != nil {
+		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err}
+	}
+	resp.Request = req
+	return resp, nil
+}
+
+// attemptRequest returns the request to send on attempt n: the caller's own
+// when nothing about it changes (the common first attempt, no allocation),
+// otherwise a shallow copy with this attempt's header and body.
+func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int) (*http.Request, error) {
+	if n == 1 && body.buf == nil && !injected {
+		return req, nil
+	}
+	rc, getBody, err := body.forAttempt(n)
+	if err != nil {
+		return nil, err
+	}
+	r := new(http.Request)
+	*r = *req
+	r.Header = header
+	r.Body = rc
+	r.GetBody = getBody
+	return r, nil
+}
+
+// send makes one attempt. With a timeout, the attempt's context is
+// cancelled if headers have not arrived in time, and released when the
+// caller closes the response body.
+func send(base http.RoundTripper, req *http.Request, timeout time.Duration) (*http.Response, error) {
+	if timeout <= 0 {
+		return base.RoundTrip(req)
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := time.AfterFunc(timeout, func() { cancel(ErrAttemptTimeout) })
+	resp, err := base.RoundTrip(req.WithContext(ctx))
+	if !timer.Stop() {
+		// The timer fired: even if headers made it, the body is cancelled.
+		if resp != nil {
+			discard(resp)
+		}
+		cancel(nil)
+		return nil, ErrAttemptTimeout
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = wrapCancel(resp.Body, cancel)
+	return resp, nil
+}
+
+// retryAfterSpread is added to a Retry-After wait so that clients told the
+// same instant do not all return on the same millisecond: up to one
+// BaseDelay, none with NoJitter.
+func (p Policy) retryAfterSpread(r float64) time.Duration {
+	if p.Jitter == NoJitter {
+		return 0
+	}
+	return scale(p.BaseDelay, r)
+}
+
+// sleep waits d or until ctx is done, whichever comes first, and then
+// returns context.Cause(ctx).
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return context.Cause(ctx)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-timer.C:
+		return nil
+	}
+}
