@@ -123,6 +123,17 @@ func transientError(err error) (transient, nothingSent bool, trigger string) {
 		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return true, dial, triggerNetwork
 	}
+	var streamErr h2StreamError
+	if errors.As(err, &streamErr) {
+		switch streamErr.Code {
+		case h2RefusedStream:
+			// RFC 9113 §8.7: the server did not process the stream.
+			return true, true, triggerNetwork
+		case h2InternalError, h2Cancel, h2EnhanceYourCalm:
+			return true, false, triggerNetwork
+		}
+		return false, false, ""
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		return true, dial, triggerTimeout
@@ -138,3 +149,23 @@ func isCertificateError(err error) bool {
 	return errors.As(err, &verifyErr) || errors.As(err, &unknownAuthority) ||
 		errors.As(err, &hostname) || errors.As(err, &invalid)
 }
+
+// h2StreamError mirrors the fields of golang.org/x/net/http2.StreamError.
+// net/http's bundled HTTP/2 stream error is unexported, but its As method
+// fills any struct with these field names and types, which lets us read the
+// RST_STREAM code without matching error strings.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
+// HTTP/2 error codes, RFC 9113 §7.
+const (
+	h2InternalError   = 0x2
+	h2RefusedStream   = 0x7
+	h2Cancel          = 0x8
+	h2EnhanceYourCalm = 0xb
+)

@@ -7,6 +7,8 @@ require (
 	github.com/hashicorp/go-cleanhttp v0.5.2
 )
 
+require go.uber.org/goleak v1.3.0
+
 require (
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5 // indirect

@@ -1,0 +1,87 @@
+package retryhttp
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestBackoff(t *testing.T) {
+	ms := time.Millisecond
+	p := func(j Jitter) Policy { return Policy{BaseDelay: 100 * ms, MaxDelay: time.Second, Jitter: j} }
+	cases := []struct {
+		name   string
+		policy Policy
+		n      int
+		prev   time.Duration
+		r      float64
+		want   time.Duration
+	}{
+		{"none n=0", p(NoJitter), 0, 0, 0.5, 100 * ms},
+		{"none n=1", p(NoJitter), 1, 0, 0.5, 200 * ms},
+		{"none n=3", p(NoJitter), 3, 0, 0.5, 800 * ms},
+		{"none capped", p(NoJitter), 4, 0, 0.5, time.Second},
+		{"none n=1000 does not overflow", p(NoJitter), 1000, 0, 0.5, time.Second},
+		{"none negative n is the first", p(NoJitter), -3, 0, 0.5, 100 * ms},
+		{"full r=0", p(FullJitter), 2, 0, 0, 0},
+		{"full r=0.5", p(FullJitter), 2, 0, 0.5, 200 * ms},
+		{"full r just below 1", p(FullJitter), 2, 0, 0.999999, 399999600 * time.Nanosecond},
+		{"full capped", p(FullJitter), 10, 0, 0.5, 500 * ms},
+		{"full n=63", p(FullJitter), 63, 0, 0.25, 250 * ms},
+		{"equal r=0 is half", p(EqualJitter), 2, 0, 0, 200 * ms},
+		{"equal r=0.5", p(EqualJitter), 2, 0, 0.5, 300 * ms},
+		{"equal capped", p(EqualJitter), 9, 0, 0.5, 750 * ms},
+		{"decorrelated first: U(base, 3*base)", p(DecorrelatedJitter), 0, 0, 0.5, 200 * ms},
+		{"decorrelated r=0 is base", p(DecorrelatedJitter), 5, 300 * ms, 0, 100 * ms},
+		{"decorrelated from prev", p(DecorrelatedJitter), 5, 300 * ms, 0.5, 500 * ms},
+		{"decorrelated capped", p(DecorrelatedJitter), 5, 900 * ms, 0.9, time.Second},
+		{"decorrelated huge prev does not overflow", Policy{BaseDelay: ms, MaxDelay: math.MaxInt64, Jitter: DecorrelatedJitter}, 5, math.MaxInt64 / 2, 0.5, math.MaxInt64/2 + ms/2},
+		{"zero policy: default base 200ms, n=0 none", Policy{Jitter: NoJitter}, 0, 0, 0, 200 * ms},
+		{"zero policy: default cap 10s", Policy{Jitter: NoJitter}, 20, 0, 0, 10 * time.Second},
+		{"base above cap waits the cap", Policy{BaseDelay: 5 * time.Second, MaxDelay: time.Second, Jitter: NoJitter}, 0, 0, 0, time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.policy.Backoff(tc.n, tc.prev, tc.r)
+			if tc.name == "decorrelated huge prev does not overflow" {
+				// float64 rounding: within a microsecond of the exact value.
+				assert.InDelta(t, float64(tc.want), float64(got), 1e3)
+				return
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestBackoffBounds checks every strategy against its stated range for many
+// random numbers and attempts.
+func TestBackoffBounds(t *testing.T) {
+	for _, j := range []Jitter{FullJitter, EqualJitter, DecorrelatedJitter, NoJitter} {
+		p := Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: 3 * time.Second, Jitter: j}
+		var prev time.Duration
+		for n := range 80 {
+			r := float64((n*7919)%1000) / 1000
+			d := p.Backoff(n, prev, r)
+			c := p.ceiling(n)
+			switch j {
+			case FullJitter:
+				assert.True(t, d >= 0 && d <= c, "%v n=%d: %v", j, n, d)
+			case EqualJitter:
+				assert.True(t, d >= c/2 && d <= c, "%v n=%d: %v", j, n, d)
+			case DecorrelatedJitter:
+				assert.True(t, d >= p.BaseDelay && d <= p.MaxDelay && d <= 3*max(prev, p.BaseDelay), "%v n=%d prev=%v: %v", j, n, prev, d)
+			case NoJitter:
+				assert.Equal(t, c, d)
+			}
+			prev = d
+		}
+	}
+}
+
+func TestJitterString(t *testing.T) {
+	assert.Equal(t, "full", FullJitter.String())
+	assert.Equal(t, "decorrelated", DecorrelatedJitter.String())
+	assert.Equal(t, "Jitter(7)", Jitter(7).String())
+}
