@@ -22,7 +22,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"99999999999999999999", math.MaxInt64, true},
 		{"9223372037", math.MaxInt64, true},
 		{"9223372036", 9223372036 * time.Second, true},
-		{"Fri, 31 Dec 1999 23:59:59 GMT", 59 * time.Second, true}, // IMF-fixdate
+		{"Fri, 31 Dec 1999 23:59:59 GMT", 59 * time.Second, true},  // IMF-fixdate
 		{"Friday, 31-Dec-99 23:59:59 GMT", 59 * time.Second, true}, // RFC 850
 		{"Fri Dec 31 23:59:59 1999", 59 * time.Second, true},       // asctime
 		{"Fri, 31 Dec 1999 23:59:00 GMT", 0, false},                // now: not after

@@ -172,11 +172,10 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 		d = t.ShouldRetry(req, resp, err)
 	}
 	if resp != nil {
-		trigger = statusTrigger(resp.StatusCode)
 		if d == Stop || d == Defer && !t.retryableStatus(resp.StatusCode, hasKey) || !safe {
-			return false, ReasonNotRetryable, trigger
+			return false, ReasonNotRetryable, ""
 		}
-		return true, "", trigger
+		return true, "", statusTrigger(resp.StatusCode)
 	}
 	transient, nothingSent, trigger := transientError(err)
 	if errors.Is(err, ErrAttemptTimeout) {

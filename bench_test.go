@@ -1,0 +1,67 @@
+package retryhttp_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// memBase answers 200 with an empty body without touching the network, to
+// isolate the cost of the retry layer.
+type memBase struct{}
+
+var okResp = http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
+
+func (memBase) RoundTrip(*http.Request) (*http.Response, error) {
+	r := okResp
+	return &r, nil
+}
+
+func benchRoundTrip(b *testing.B, rt http.RoundTripper, newReq func() *http.Request) {
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := rt.RoundTrip(newReq())
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// BenchmarkSuccessInMemory compares the retry layer with its bare base on
+// the success path: the extra ns/op and allocs/op are what it costs to
+// leave it on.
+func BenchmarkSuccessInMemory(b *testing.B) {
+	req, _ := http.NewRequest("GET", "http://mem.test/", nil)
+	post, _ := http.NewRequest("POST", "http://mem.test/", strings.NewReader("0123456789"))
+	same := func(r *http.Request) func() *http.Request { return func() *http.Request { return r } }
+	b.Run("GET/bare", func(b *testing.B) { benchRoundTrip(b, memBase{}, same(req)) })
+	b.Run("GET/retryhttp", func(b *testing.B) { benchRoundTrip(b, &retryhttp.Transport{Base: memBase{}}, same(req)) })
+	b.Run("POST-GetBody/bare", func(b *testing.B) { benchRoundTrip(b, memBase{}, same(post)) })
+	b.Run("POST-GetBody/retryhttp", func(b *testing.B) { benchRoundTrip(b, &retryhttp.Transport{Base: memBase{}}, same(post)) })
+	b.Run("POST-inject/retryhttp", func(b *testing.B) {
+		benchRoundTrip(b, &retryhttp.Transport{Base: memBase{}, InjectIdempotencyKey: true}, same(post))
+	})
+}
+
+// BenchmarkSuccessLoopback compares them over a real keep-alive HTTP/1.1
+// connection, in the same run against the same server.
+func BenchmarkSuccessLoopback(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	same := func() *http.Request { return req }
+	bare := srv.Client().Transport.(*http.Transport).Clone()
+	defer bare.CloseIdleConnections()
+	b.Run("bare", func(b *testing.B) { benchRoundTrip(b, bare, same) })
+	wrapped := &retryhttp.Transport{Base: srv.Client().Transport.(*http.Transport).Clone()}
+	defer wrapped.CloseIdleConnections()
+	b.Run("retryhttp", func(b *testing.B) { benchRoundTrip(b, wrapped, same) })
+}
