@@ -269,3 +269,49 @@ func (c roundTripCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.calls.Add(1)
 	return c.rt.RoundTrip(r)
 }
+
+func TestScenarioInvalidHeaderNotRetried(t *testing.T) {
+	srv := rt.Start(t, rt.Script{"/": {rt.Status(200)}}, rt.Options{})
+	req, err := http.NewRequest("GET", srv.URL+"/", nil)
+	require.NoError(t, err)
+	req.Header["Bad Header"] = []string{"x"}
+	_, err = client(t, srv, &retryhttp.Transport{Policy: fast}).Do(req)
+	var re *retryhttp.RetryError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 1, re.Attempts)
+	assert.Empty(t, srv.Requests())
+}
+
+// A discarded response is drained and closed, so the next attempt reuses
+// its keep-alive connection instead of dialling again.
+func TestScenarioDiscardedResponseFreesConnection(t *testing.T) {
+	srv := rt.Start(t, rt.Script{"/": {rt.Respond(503, nil, strings.Repeat("e", 1000)), rt.Status(200)}}, rt.Options{})
+	var reused []bool
+	ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }})
+	req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/", nil)
+	require.NoError(t, err)
+	resp, err := client(t, srv, &retryhttp.Transport{Policy: fast}).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, []bool{false, true}, reused)
+}
+
+// The caller's request is left as it was: header, body, length, URL.
+func TestScenarioCallerRequestUntouched(t *testing.T) {
+	srv := rt.Start(t, rt.Script{"/": {rt.Status(503), rt.Status(200)}}, rt.Options{})
+	req, err := http.NewRequest("POST", srv.URL+"/?q=1", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer x")
+	req.Body, req.ContentLength = io.NopCloser(strings.NewReader("abc")), 3
+	before := *req
+	beforeHeader := req.Header.Clone()
+	resp, err := client(t, srv, &retryhttp.Transport{Policy: fast, InjectIdempotencyKey: true}).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	rt.AssertAttempts(t, srv.Requests(), 2)
+	assert.Equal(t, beforeHeader, req.Header)
+	assert.Equal(t, before.Body, req.Body)
+	assert.Equal(t, before.ContentLength, req.ContentLength)
+	assert.Equal(t, before.URL.String(), req.URL.String())
+	assert.Nil(t, req.GetBody)
+}
