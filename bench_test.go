@@ -4,8 +4,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/retryhttp/retryhttp"
 )
@@ -64,4 +67,64 @@ func BenchmarkSuccessLoopback(b *testing.B) {
 	wrapped := &retryhttp.Transport{Base: srv.Client().Transport.(*http.Transport).Clone()}
 	defer wrapped.CloseIdleConnections()
 	b.Run("retryhttp", func(b *testing.B) { benchRoundTrip(b, wrapped, same) })
+}
+
+// BenchmarkParallel64 runs the success path from 64 goroutines whatever
+// -cpu says, with and without the budget (the only shared lock on the
+// success path), the breaker and metrics. Compare with -cpu 1,2.
+func BenchmarkParallel64(b *testing.B) {
+	reg := prometheus.NewRegistry()
+	m, err := retryhttp.NewMetrics(reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	br, _ := retryhttp.NewBreaker(retryhttp.BreakerSettings{})
+	cases := []struct {
+		name string
+		tr   http.RoundTripper
+	}{
+		{"bare", memBase{}},
+		{"retryhttp-nobudget", &retryhttp.Transport{Base: memBase{}, Budget: retryhttp.NoBudget}},
+		{"retryhttp-budget", &retryhttp.Transport{Base: memBase{}}},
+		{"retryhttp-budget-breaker-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: br, Metrics: m}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				req, _ := http.NewRequest("GET", "http://mem.test/", nil)
+				for pb.Next() {
+					resp, err := tc.tr.RoundTrip(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					resp.Body.Close()
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkMetricsOverhead compares the success path with metrics off and on.
+func BenchmarkMetricsOverhead(b *testing.B) {
+	m, err := retryhttp.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://mem.test/", nil)
+	same := func() *http.Request { return req }
+	b.Run("off", func(b *testing.B) { benchRoundTrip(b, &retryhttp.Transport{Base: memBase{}}, same) })
+	b.Run("on", func(b *testing.B) { benchRoundTrip(b, &retryhttp.Transport{Base: memBase{}, Metrics: m}, same) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	lreq, _ := http.NewRequest("GET", srv.URL, nil)
+	lsame := func() *http.Request { return lreq }
+	off := &retryhttp.Transport{Base: srv.Client().Transport.(*http.Transport).Clone()}
+	on := &retryhttp.Transport{Base: srv.Client().Transport.(*http.Transport).Clone(), Metrics: m}
+	defer off.CloseIdleConnections()
+	defer on.CloseIdleConnections()
+	b.Run("loopback-off", func(b *testing.B) { benchRoundTrip(b, off, lsame) })
+	b.Run("loopback-on", func(b *testing.B) { benchRoundTrip(b, on, lsame) })
 }

@@ -57,3 +57,11 @@ const (
 	// ReasonBody: the request body could not be replayed or re-read.
 	ReasonBody = "body"
 )
+
+// Reasons added by the budget and the breaker.
+const (
+	// ReasonBudget: the retry budget was empty.
+	ReasonBudget = "budget"
+	// ReasonCircuitOpen: the host's circuit was open.
+	ReasonCircuitOpen = "circuit_open"
+)

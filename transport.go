@@ -13,6 +13,7 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -73,8 +74,34 @@ type Transport struct {
 	// know, such as an SDK's X-Should-Retry header.
 	ShouldRetry func(req *http.Request, resp *http.Response, err error) Decision
 
-	baseOnce sync.Once
-	base     http.RoundTripper
+	// Budget caps retries at a share of first attempts (see Budget). nil
+	// means the Transport's own budget: 10% of requests plus 10 retries/s
+	// over 10 s. NoBudget turns the cap off. Share one *Budget between
+	// Transports that call the same dependency.
+	Budget *Budget
+
+	// Breaker, if set, fails attempts to a host fast with ErrCircuitOpen
+	// after repeated failures (see Breaker). nil means no breaker.
+	Breaker *Breaker
+
+	// Metrics, if set, counts requests, attempts, retries and give-ups
+	// (see NewMetrics). nil counts nothing at no cost.
+	Metrics *Metrics
+
+	// Logger, if set, gets one Info record per retry and one Warn record per
+	// give-up, with method, host, path, attempt, reason, wait and any
+	// Idempotency-Key; never bodies, query strings or credentials.
+	Logger *slog.Logger
+
+	// OnRetry, if set, is called on every retry decision, before the wait,
+	// on the RoundTrip's goroutine. Use it to feed your own telemetry.
+	OnRetry func(RetryEvent)
+
+	baseOnce   sync.Once
+	base       http.RoundTripper
+	budgetOnce sync.Once
+	ownBudget  *Budget
+	trackOnce  sync.Once
 }
 
 func (t *Transport) baseTransport() http.RoundTripper {
@@ -116,47 +143,85 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	base := t.baseTransport()
+	budget := t.retryBudget()
+	var host string
+	if t.Breaker != nil {
+		host = hostKey(req.URL)
+		t.trackOnce.Do(func() { t.Metrics.track(t.Breaker) })
+	}
 
 	start := time.Now()
+	budget.Deposit(start)
 	var backoff time.Duration // the previous backoff wait, for DecorrelatedJitter
 	for attempt := 1; ; attempt++ {
 		areq, err := attemptRequest(req, header, injected, body, attempt)
 		if err != nil {
-			return nil, &RetryError{Attempts: attempt - 1, Reason: ReasonBody, Err: err}
+			return t.finish(req, nil, err, attempt-1, ReasonBody)
 		}
+		var done func(*http.Request, *http.Response, error)
+		if t.Breaker != nil {
+			if done, err = t.Breaker.allow(host); err != nil {
+				closeRequestBody(areq)
+				return t.finish(req, nil, err, attempt-1, ReasonCircuitOpen)
+			}
+		}
+		t.Metrics.attempt(attempt)
 		resp, err := send(base, areq, p.AttemptTimeout)
+		if done != nil {
+			done(areq, resp, err)
+		}
 
-		retry, stop, _ := t.decide(areq, resp, err, replayable && body.replayable, body.replayable, hasKey)
+		retry, stop, trigger := t.decide(areq, resp, err, replayable && body.replayable, body.replayable, hasKey)
 		if !retry {
 			return t.finish(req, resp, err, attempt, stop)
 		}
-		if attempt >= p.MaxAttempts {
-			return t.finish(req, resp, err, attempt, ReasonAttempts)
-		}
+		e := RetryEvent{Request: areq, Attempt: attempt, Response: resp, Err: err, Reason: trigger}
 		now := time.Now()
 		backoff = p.backoff(attempt-1, backoff, rand.Float64())
-		wait := backoff
+		e.Wait = backoff
+		var ra time.Duration
+		var hasRA bool
 		if resp != nil {
-			if ra, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
-				if ra > p.MaxRetryAfter {
-					return t.finish(req, resp, err, attempt, ReasonRetryAfterTooLong)
-				}
-				wait = ra + p.retryAfterSpread(rand.Float64())
+			if ra, hasRA = parseRetryAfter(resp.Header.Get("Retry-After"), now); hasRA {
+				e.Wait = ra + p.retryAfterSpread(rand.Float64())
 			}
 		}
-		if now.Add(wait).Sub(start) > p.MaxElapsed {
-			return t.finish(req, resp, err, attempt, ReasonElapsed)
+		dl, hasDL := ctx.Deadline()
+		switch {
+		case attempt >= p.MaxAttempts:
+			e.GiveUp = ReasonAttempts
+		case hasRA && ra > p.MaxRetryAfter:
+			e.GiveUp = ReasonRetryAfterTooLong
+		case now.Add(e.Wait).Sub(start) > p.MaxElapsed:
+			e.GiveUp = ReasonElapsed
+		case hasDL && now.Add(e.Wait).After(dl):
+			e.GiveUp = ReasonDeadline
+		case t.Breaker != nil && t.Breaker.State(host) == CircuitOpen:
+			e.GiveUp = ReasonCircuitOpen
+		case !budget.Withdraw(now):
+			e.GiveUp = ReasonBudget
 		}
-		if dl, ok := ctx.Deadline(); ok && now.Add(wait).After(dl) {
-			return t.finish(req, resp, err, attempt, ReasonDeadline)
+		t.event(ctx, e)
+		if e.GiveUp != "" {
+			return t.finish(req, resp, err, attempt, e.GiveUp)
 		}
 		if resp != nil {
 			discard(resp)
 		}
-		if err := sleep(ctx, wait); err != nil {
-			return nil, &RetryError{Attempts: attempt, Reason: ReasonCanceled, Err: err}
+		if err := sleep(ctx, e.Wait); err != nil {
+			return t.finish(req, nil, err, attempt, ReasonCanceled)
 		}
 	}
+}
+
+// retryBudget returns the Budget retries draw from: Budget, or the
+// Transport's own default. NoBudget allows every retry.
+func (t *Transport) retryBudget() *Budget {
+	if t.Budget != nil {
+		return t.Budget
+	}
+	t.budgetOnce.Do(func() { t.ownBudget = defaultBudget() })
+	return t.ownBudget
 }
 
 // decide classifies one attempt's outcome. retry is true when another
@@ -187,8 +252,21 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 	return true, "", trigger
 }
 
-// finish returns an attempt's outcome to the caller.
+// finish returns an attempt's outcome to the caller and counts it.
 func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason string) (*http.Response, error) {
+	outcome := reason
+	switch {
+	case reason == ReasonCanceled:
+		outcome = outcomeCanceled
+	case reason != ReasonNotRetryable:
+	case err != nil:
+		outcome = outcomeError
+	case resp.StatusCode < 400:
+		outcome = outcomeSuccess
+	default:
+		outcome = outcomeStatus
+	}
+	t.Metrics.request(req.Method, outcome, attempts)
 	if err != nil {
 		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err}
 	}

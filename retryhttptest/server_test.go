@@ -145,8 +145,10 @@ type tbSpy struct {
 	errors []string
 }
 
-func (s *tbSpy) Helper()                         {}
-func (s *tbSpy) Errorf(format string, a ...any) { s.errors = append(s.errors, fmt.Sprintf(format, a...)) }
+func (s *tbSpy) Helper() {}
+func (s *tbSpy) Errorf(format string, a ...any) {
+	s.errors = append(s.errors, fmt.Sprintf(format, a...))
+}
 
 func at(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
 

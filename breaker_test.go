@@ -1,0 +1,225 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// transitions records a breaker's state changes.
+type transitions struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (tr *transitions) record(host string, from, to CircuitState) {
+	tr.mu.Lock()
+	tr.log = append(tr.log, fmt.Sprintf("%s: %v -> %v", host, from, to))
+	tr.mu.Unlock()
+}
+
+func (tr *transitions) get() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]string(nil), tr.log...)
+}
+
+// single sends one GET with retries off, so each RoundTrip is one attempt.
+func single(t *testing.T, tr *Transport, url string) (*http.Response, error) {
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+func TestBreakerStateMachine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log transitions
+		b, err := NewBreaker(BreakerSettings{Failures: 3, OpenFor: 10 * time.Second, Probes: 2, OnStateChange: log.record})
+		require.NoError(t, err)
+		base := script(status(503), status(503), status(503), status(200))
+		tr := &Transport{Base: base, Breaker: b, Policy: Policy{MaxAttempts: 1}}
+		const host = "http://api.test:80"
+
+		for range 3 {
+			resp, err := single(t, tr, "http://api.test/x")
+			require.NoError(t, err)
+			assert.Equal(t, 503, resp.StatusCode)
+		}
+		assert.Equal(t, CircuitOpen, b.State(host), "tripped by 3 consecutive 503s")
+
+		_, err = single(t, tr, "http://api.test/x")
+		assert.ErrorIs(t, err, ErrCircuitOpen)
+		var re *RetryError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, ReasonCircuitOpen, re.Reason)
+		assert.Equal(t, 0, re.Attempts)
+		assert.Equal(t, 3, base.attempts(), "open: no network touched")
+
+		time.Sleep(10*time.Second + time.Millisecond) // open lasts OpenFor, boundary included
+		assert.Equal(t, CircuitHalfOpen, b.State(host))
+		for range 2 { // two probes, both succeed (the script now answers 200)
+			resp, err := single(t, tr, "http://api.test/x")
+			require.NoError(t, err)
+			assert.Equal(t, 200, resp.StatusCode)
+		}
+		assert.Equal(t, CircuitClosed, b.State(host))
+		assert.Equal(t, []string{
+			host + ": closed -> open",
+			host + ": open -> half-open",
+			host + ": half-open -> closed",
+		}, log.get())
+	})
+}
+
+func TestBreakerHalfOpenFailureReopens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := NewBreaker(BreakerSettings{Failures: 2, OpenFor: 5 * time.Second})
+		base := script(fail(errReset))
+		tr := &Transport{Base: base, Breaker: b, Policy: Policy{MaxAttempts: 1}}
+		for range 2 {
+			_, err := single(t, tr, "http://api.test/")
+			assert.ErrorIs(t, err, errReset)
+		}
+		time.Sleep(5*time.Second + time.Millisecond)
+		_, err := single(t, tr, "http://api.test/")
+		assert.ErrorIs(t, err, errReset, "the probe goes through")
+		assert.Equal(t, CircuitOpen, b.State("http://api.test:80"), "and its failure reopens")
+		_, err = single(t, tr, "http://api.test/")
+		assert.ErrorIs(t, err, ErrCircuitOpen)
+		assert.Equal(t, 3, base.attempts())
+	})
+}
+
+// A flapping dependency: bursts of failures trip the breaker, and each
+// recovery closes it again; requests in the open periods fail fast.
+func TestBreakerFlapping(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log transitions
+		b, _ := NewBreaker(BreakerSettings{Failures: 3, OpenFor: 2 * time.Second, OnStateChange: log.record})
+		up := true
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if up {
+				return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+			}
+			return &http.Response{StatusCode: 502, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		tr := &Transport{Base: base, Breaker: b, Policy: Policy{MaxAttempts: 1}}
+		fastFails := 0
+		for second := range 40 {
+			up = (second/5)%2 == 0 // 5 s up, 5 s down
+			for range 4 {
+				if _, err := single(t, tr, "http://flappy.test/"); errors.Is(err, ErrCircuitOpen) {
+					fastFails++
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+		}
+		got := log.get()
+		// Four down periods: each trips, probes while down re-open, and the
+		// first probe after recovery closes.
+		opens, closes := 0, 0
+		for _, s := range got {
+			switch s {
+			case "http://flappy.test:80: closed -> open":
+				opens++
+			case "http://flappy.test:80: half-open -> closed":
+				closes++
+			}
+		}
+		assert.Equal(t, 4, opens, "%v", got)
+		assert.GreaterOrEqual(t, closes, 3, "%v", got)
+		assert.Greater(t, fastFails, 40, "requests in the down periods mostly fail fast")
+	})
+}
+
+func TestBreakerWhatCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		step  step
+		trips bool
+	}{
+		{"502", status(502), true},
+		{"503", status(503), true},
+		{"504", status(504), true},
+		{"network error", fail(errReset), true},
+		{"429", status(429), false},
+		{"404", status(404), false},
+		{"500", status(500), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := NewBreaker(BreakerSettings{Failures: 2})
+			tr := &Transport{Base: script(tc.step), Breaker: b, Policy: Policy{MaxAttempts: 1}}
+			single(t, tr, "https://api.test/")
+			single(t, tr, "https://api.test/")
+			want := CircuitClosed
+			if tc.trips {
+				want = CircuitOpen
+			}
+			assert.Equal(t, want, b.State("https://api.test:443"))
+		})
+	}
+	t.Run("caller cancellation does not count", func(t *testing.T) {
+		b, _ := NewBreaker(BreakerSettings{Failures: 1})
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		tr := &Transport{Base: script(fail(context.Canceled)), Breaker: b}
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://api.test/", nil)
+		_, err := tr.RoundTrip(req)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, CircuitClosed, b.State("https://api.test:443"))
+	})
+}
+
+func TestBreakerPerHostAndBounded(t *testing.T) {
+	b, _ := NewBreaker(BreakerSettings{Failures: 1, MaxHosts: 3})
+	tr := &Transport{Base: script(status(503)), Breaker: b, Policy: Policy{MaxAttempts: 1}}
+	single(t, tr, "http://a.test/")
+	assert.Equal(t, CircuitOpen, b.State("http://a.test:80"))
+	assert.Equal(t, CircuitClosed, b.State("https://a.test:443"), "scheme and port are part of the host")
+	assert.Equal(t, "http://a.test:80", hostKey(mustURL(t, "http://a.test:80/x").URL))
+	for _, h := range []string{"b", "c", "d"} {
+		single(t, tr, "http://"+h+".test/")
+	}
+	assert.Len(t, b.states(), 3, "at most MaxHosts tracked")
+	assert.Equal(t, CircuitClosed, b.State("http://a.test:80"), "the least recently used host was forgotten")
+
+	_, err := NewBreaker(BreakerSettings{OpenFor: -1})
+	assert.ErrorContains(t, err, "OpenFor -1ns is negative")
+	_, err = NewBreaker(BreakerSettings{MaxHosts: -1})
+	assert.ErrorContains(t, err, "MaxHosts -1 is negative")
+}
+
+// With retries on, an open circuit stops the retry loop: the caller gets
+// the last response, and no wait is spent.
+func TestBreakerStopsRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := NewBreaker(BreakerSettings{Failures: 2})
+		base := script(status(503))
+		var events []RetryEvent
+		tr := &Transport{Base: base, Breaker: b, Policy: Policy{Jitter: NoJitter}, OnRetry: func(e RetryEvent) { events = append(events, e) }}
+		resp, err := single(t, tr, "http://api.test/")
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Equal(t, 2, base.attempts())
+		require.Len(t, events, 2)
+		assert.Equal(t, ReasonCircuitOpen, events[1].GiveUp)
+	})
+}
+
+func mustURL(t *testing.T, s string) *http.Request {
+	r, err := http.NewRequest("GET", s, nil)
+	require.NoError(t, err)
+	return r
+}

@@ -1,0 +1,229 @@
+package retryhttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scrape fetches reg's exposition over a real HTTP handler and parses it,
+// as Prometheus would.
+func scrape(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("Accept", "text/plain")
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	srv.Client().CloseIdleConnections()
+	return fams
+}
+
+// value returns the value of the series of family name whose labels include
+// all of want ("k=v" pairs); -1 when there is none.
+func value(fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
+	f, ok := fams[name]
+	if !ok {
+		return -1
+	}
+series:
+	for _, m := range f.Metric {
+		labels := map[string]string{}
+		for _, l := range m.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for _, kv := range want {
+			k, v, _ := strings.Cut(kv, "=")
+			if labels[k] != v {
+				continue series
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return -1
+}
+
+func TestMetricsScraped(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	b, _ := NewBreaker(BreakerSettings{Failures: 2})
+
+	// 503, 503, 200: one success after three attempts.
+	tr := &Transport{Base: script(status(503), status(503), status(200)), Policy: noWait, Metrics: m}
+	resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	// Always 503, two attempts: a give-up on attempts.
+	tr2 := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 2, BaseDelay: time.Nanosecond}, Metrics: m, Breaker: b}
+	resp, err = tr2.RoundTrip(newReq(t, "PUT", "", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	// Now the circuit is open: a fast failure.
+	_, err = tr2.RoundTrip(newReq(t, "PUT", "", nil))
+	require.ErrorIs(t, err, ErrCircuitOpen)
+	// A 404, a network error that is not retried, an odd method.
+	resp, err = (&Transport{Base: script(status(404)), Metrics: m}).RoundTrip(newReq(t, "BREW", "", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	_, err = (&Transport{Base: script(fail(errors.New("x"))), Metrics: m}).RoundTrip(newReq(t, "GET", "", nil))
+	require.Error(t, err)
+
+	f := scrape(t, reg)
+	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "method=GET", "outcome=success"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "method=PUT", "outcome=attempts"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "method=PUT", "outcome=circuit_open"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "method=unknown", "outcome=status"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "method=GET", "outcome=error"))
+	assert.Equal(t, 4.0, value(f, "retryhttp_attempts_total", "attempt=1"))
+	assert.Equal(t, 2.0, value(f, "retryhttp_attempts_total", "attempt=2"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_attempts_total", "attempt=3"))
+	assert.Equal(t, 0.0, value(f, "retryhttp_attempts_total", "attempt=4"))
+	assert.Equal(t, 3.0, value(f, "retryhttp_retries_total", "reason=503"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_give_ups_total", "reason=attempts"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_give_ups_total", "reason=circuit_open"))
+	assert.Equal(t, 4.0, value(f, "retryhttp_attempts_per_request"), "the circuit-open request sent no attempt")
+	assert.Equal(t, 3.0, value(f, "retryhttp_backoff_seconds"))
+	assert.Equal(t, 2.0, value(f, "retryhttp_circuit_state", "host=http://api.test:80"))
+	h := f["retryhttp_attempts_per_request"].Metric[0].Histogram
+	assert.Equal(t, 3+2+1+1.0, h.GetSampleSum())
+}
+
+func TestMetricsRegisterTwiceShares(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m1, err := NewMetrics(reg)
+	require.NoError(t, err)
+	m2, err := NewMetrics(reg)
+	require.NoError(t, err)
+	for _, m := range []*Metrics{m1, m2} {
+		resp, err := (&Transport{Base: script(status(200)), Metrics: m}).RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	assert.Equal(t, 2.0, value(scrape(t, reg), "retryhttp_requests_total", "method=GET", "outcome=success"))
+
+	_, err = NewMetrics(nil)
+	assert.Error(t, err)
+	clash := prometheus.NewRegistry()
+	clash.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "retryhttp_requests_total", Help: "not ours"}))
+	_, err = NewMetrics(clash)
+	assert.ErrorContains(t, err, "retryhttp: NewMetrics")
+}
+
+func TestCircuitGaugeTurnsHalfOpenWithTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, _ := NewMetrics(reg)
+		b, _ := NewBreaker(BreakerSettings{Failures: 1, OpenFor: time.Second})
+		tr := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 1}, Metrics: m, Breaker: b}
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		fams := gather(t, reg)
+		assert.Equal(t, 2.0, value(fams, "retryhttp_circuit_state", "host=http://api.test:80"))
+		time.Sleep(2 * time.Second)
+		assert.Equal(t, 1.0, value(gather(t, reg), "retryhttp_circuit_state", "host=http://api.test:80"))
+	})
+}
+
+// gather reads the registry without HTTP, for use inside a synctest bubble
+// (a loopback socket would keep the bubble from advancing).
+func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+func TestLogsAndHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		logger := slog.New(slog.NewJSONHandler(&buf, nil))
+		var events []RetryEvent
+		tr := &Transport{
+			Base:                 script(retryAfter(503, "1"), fail(errReset), status(503)),
+			Policy:               Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, Jitter: NoJitter},
+			InjectIdempotencyKey: true,
+			Logger:               logger,
+			OnRetry:              func(e RetryEvent) { events = append(events, e) },
+		}
+		req := newReq(t, "POST", "secret-body", http.Header{"Authorization": {"Bearer hunter2"}})
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+
+		require.Len(t, events, 3)
+		key := events[0].Request.Header.Get("Idempotency-Key")
+		assert.NotEmpty(t, key, "the injected key is visible to hooks")
+		assert.Equal(t, []int{1, 2, 3}, []int{events[0].Attempt, events[1].Attempt, events[2].Attempt})
+		assert.Equal(t, []string{"503", "network", "503"}, []string{events[0].Reason, events[1].Reason, events[2].Reason})
+		assert.Equal(t, []time.Duration{time.Second, 200 * time.Millisecond}, []time.Duration{events[0].Wait, events[1].Wait})
+		assert.Equal(t, ReasonAttempts, events[2].GiveUp)
+		assert.NotNil(t, events[0].Response)
+		assert.ErrorIs(t, events[1].Err, errReset)
+
+		out := buf.String()
+		for _, secret := range []string{"secret-body", "hunter2", "Bearer", "secret=1"} {
+			assert.NotContains(t, out, secret)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Len(t, lines, 3)
+		var rec []map[string]any
+		for _, l := range lines {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &m))
+			rec = append(rec, m)
+		}
+		assert.Equal(t, "INFO", rec[0]["level"])
+		assert.Equal(t, "retryhttp: retrying", rec[0]["msg"])
+		assert.Equal(t, "POST", rec[0]["method"])
+		assert.Equal(t, "api.test", rec[0]["host"])
+		assert.Equal(t, "/things", rec[0]["path"])
+		assert.Equal(t, key, rec[0]["idempotency_key"])
+		assert.Equal(t, float64(time.Second), rec[0]["wait"])
+		assert.Equal(t, "WARN", rec[2]["level"])
+		assert.Equal(t, "attempts", rec[2]["give_up"])
+	})
+}
+
+func TestMetricsIndexTables(t *testing.T) {
+	for i, m := range methods {
+		assert.Equal(t, i, methodIndex(m), m)
+	}
+	assert.Equal(t, 0, methodIndex(""))
+	assert.Equal(t, len(methods)-1, methodIndex("BREW"))
+	for i, o := range outcomes {
+		assert.Equal(t, i, outcomeIndex(o), o)
+	}
+	assert.Equal(t, -1, outcomeIndex("nope"))
+}
