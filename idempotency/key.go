@@ -1,0 +1,86 @@
+package idempotency
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// MaxKeyLength is the longest Idempotency-Key accepted, in bytes after
+// decoding (Stripe's limit).
+const MaxKeyLength = 255
+
+var errInvalidKey = errors.New("invalid Idempotency-Key")
+
+// parseKey reads an Idempotency-Key field value: a Structured Field string
+// (RFC 8941 §3.3.3, `"abc"`), as draft-ietf-httpapi-idempotency-key-header
+// specifies, or a bare token of visible ASCII, as Stripe's clients send.
+func parseKey(v string) (string, error) {
+	v = strings.Trim(v, " \t")
+	var key string
+	if strings.HasPrefix(v, `"`) {
+		var b strings.Builder
+		closed := false
+		for i := 1; i < len(v); i++ {
+			c := v[i]
+			switch {
+			case closed:
+				return "", fmt.Errorf("%w: text after the closing quote", errInvalidKey)
+			case c == '\\':
+				if i+1 >= len(v) || (v[i+1] != '"' && v[i+1] != '\\') {
+					return "", fmt.Errorf("%w: bad escape", errInvalidKey)
+				}
+				i++
+				b.WriteByte(v[i])
+			case c == '"':
+				closed = true
+			case c < 0x20 || c > 0x7e:
+				return "", fmt.Errorf("%w: byte 0x%02x is not printable ASCII", errInvalidKey, c)
+			default:
+				b.WriteByte(c)
+			}
+		}
+		if !closed {
+			return "", fmt.Errorf("%w: unterminated string", errInvalidKey)
+		}
+		key = b.String()
+	} else {
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c <= 0x20 || c > 0x7e || c == '"' {
+				return "", fmt.Errorf("%w: byte 0x%02x is not allowed in a bare key", errInvalidKey, c)
+			}
+		}
+		key = v
+	}
+	if key == "" {
+		return "", fmt.Errorf("%w: empty", errInvalidKey)
+	}
+	if len(key) > MaxKeyLength {
+		return "", fmt.Errorf("%w: %d bytes, at most %d", errInvalidKey, len(key), MaxKeyLength)
+	}
+	return key, nil
+}
+
+// AuthorizationScope is the default Options.Scope: a hash of the
+// Authorization header, so that two callers with different credentials
+// never share a key space. Requests without the header share one anonymous
+// scope.
+func AuthorizationScope(r *http.Request) (string, error) {
+	sum := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// StoreKey is the identity under which the middleware stores the key of a
+// caller with the given scope: a hex SHA-256 of both, so its length is
+// fixed and neither can be read back from the store. Use it to find or
+// delete a caller's record by hand.
+func StoreKey(scope, key string) string {
+	h := sha256.New()
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return hex.EncodeToString(h.Sum(nil))
+}

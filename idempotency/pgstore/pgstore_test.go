@@ -1,0 +1,346 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/idempotency/pgstore"
+	"github.com/retryhttp/retryhttp/idempotency/storetest"
+	"github.com/retryhttp/retryhttp/retryhttptest"
+)
+
+// pool connects to RETRYHTTP_TEST_POSTGRES (default: the local server's
+// test database). When PostgreSQL cannot be reached the test is skipped
+// with a loud message, and fails under CI=true.
+func pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	dsn := os.Getenv("RETRYHTTP_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	p, err := pgxpool.New(ctx, dsn)
+	if err == nil {
+		err = p.Ping(ctx)
+	}
+	if err != nil {
+		if p != nil {
+			p.Close()
+		}
+		msg := fmt.Sprintf("!!! PostgreSQL at %s is unreachable (%v): the PostgreSQL store is NOT tested", dsn, err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// newStore gives each test its own table, dropped after.
+func newStore(t *testing.T) *pgstore.Store {
+	p := pool(t)
+	table := "idem_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	s, err := pgstore.New(p, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) idempotency.Store { return newStore(t) })
+}
+
+func TestNewValidates(t *testing.T) {
+	if _, err := pgstore.New(nil, ""); err == nil {
+		t.Error("nil pool accepted")
+	}
+	p := pool(t)
+	for _, bad := range []string{"drop table x;", "a b", "1abc", `x"y`, "a.b.c"} {
+		if _, err := pgstore.New(p, bad); err == nil {
+			t.Errorf("table name %q accepted", bad)
+		}
+	}
+	if _, err := pgstore.New(p, "public.idem"); err != nil {
+		t.Errorf("schema-qualified name rejected: %v", err)
+	}
+}
+
+func TestSweep(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := s.Claim(ctx, fmt.Sprint("k", i), "fp", "o", 10*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Claim(ctx, "live", "fp", "o", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	n, err := s.Sweep(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("Sweep = %d, %v; want 3 expired rows", n, err)
+	}
+}
+
+// chargesTable makes a table for the side effect, one row per charge.
+func chargesTable(t *testing.T, p *pgxpool.Pool) string {
+	name := "charges_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	if _, err := p.Exec(context.Background(), "CREATE TABLE "+name+" (id bigserial PRIMARY KEY, amount int NOT NULL, idem_key text)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name) })
+	return name
+}
+
+func countRows(t *testing.T, p *pgxpool.Pool, table string) int {
+	var n int
+	if err := p.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// chargeHandler inserts a charge through the request's transaction and
+// answers with the outcome the test scripts.
+type chargeHandler struct {
+	table  string
+	mu     sync.Mutex
+	script []string // "ok", "503", "panic", "slow"; the last repeats
+	calls  int
+}
+
+func (h *chargeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	step := h.script[min(h.calls, len(h.script)-1)]
+	h.calls++
+	h.mu.Unlock()
+	tx := pgstore.Tx(r.Context())
+	if tx == nil {
+		http.Error(w, "no transaction", 500)
+		return
+	}
+	var id int64
+	err := tx.QueryRow(r.Context(), "INSERT INTO "+h.table+" (amount, idem_key) VALUES (100, $1) RETURNING id",
+		r.Header.Get("Idempotency-Key")).Scan(&id)
+	if err != nil {
+		http.Error(w, err.Error(), 500)
+		return
+	}
+	switch step {
+	case "503":
+		http.Error(w, "downstream unavailable", http.StatusServiceUnavailable)
+		return
+	case "panic":
+		panic("handler bug")
+	case "slow":
+		time.Sleep(400 * time.Millisecond)
+	}
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, `{"id":%d}`, id)
+}
+
+func txServer(t *testing.T, s *pgstore.Store, h http.Handler, lock time.Duration) string {
+	m, err := idempotency.New(idempotency.Options{Store: s, Transactional: true, LockTimeout: lock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Recover handler panics here so the server keeps serving; the
+	// middleware has re-raised them after releasing the claim.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				http.Error(w, fmt.Sprint(v), 500)
+			}
+		}()
+		m.Handler(h).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func postKey(t *testing.T, url, key string) (int, string) {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"amount":100}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestTransactional(t *testing.T) {
+	t.Run("effect and response commit together", func(t *testing.T) {
+		s := newStore(t)
+		p := pool(t)
+		charges := chargesTable(t, p)
+		url := txServer(t, s, &chargeHandler{table: charges, script: []string{"ok"}}, 0)
+		var first string
+		for i := range 5 {
+			code, body := postKey(t, url, "tx-1")
+			if code != 201 || i > 0 && body != first {
+				t.Fatalf("attempt %d: %d %s", i+1, code, body)
+			}
+			first = body
+		}
+		if n := countRows(t, p, charges); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+	})
+	t.Run("a 503 rolls the effect back and frees the key", func(t *testing.T) {
+		s := newStore(t)
+		p := pool(t)
+		charges := chargesTable(t, p)
+		url := txServer(t, s, &chargeHandler{table: charges, script: []string{"503", "ok"}}, 0)
+		if code, _ := postKey(t, url, "tx-2"); code != 503 {
+			t.Fatalf("first: %d", code)
+		}
+		if n := countRows(t, p, charges); n != 0 {
+			t.Fatalf("%d charges after a 503, want 0 (rolled back)", n)
+		}
+		if code, _ := postKey(t, url, "tx-2"); code != 201 {
+			t.Fatalf("retry: %d", code)
+		}
+		if n := countRows(t, p, charges); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+	})
+	t.Run("a panic rolls back and frees the key", func(t *testing.T) {
+		s := newStore(t)
+		p := pool(t)
+		charges := chargesTable(t, p)
+		url := txServer(t, s, &chargeHandler{table: charges, script: []string{"panic", "ok"}}, 0)
+		if code, _ := postKey(t, url, "tx-3"); code != 500 {
+			t.Fatalf("first: %d", code)
+		}
+		if code, _ := postKey(t, url, "tx-3"); code != 201 {
+			t.Fatalf("retry: %d", code)
+		}
+		if n := countRows(t, p, charges); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+	})
+	t.Run("a request that outlived its lock cannot commit", func(t *testing.T) {
+		s := newStore(t)
+		p := pool(t)
+		charges := chargesTable(t, p)
+		h := &chargeHandler{table: charges, script: []string{"slow", "ok"}}
+		url := txServer(t, s, h, 150*time.Millisecond)
+		slow := make(chan int)
+		go func() { code, _ := postKey(t, url, "tx-4"); slow <- code }()
+		time.Sleep(250 * time.Millisecond) // past the lock timeout, while the first still runs
+		if code, _ := postKey(t, url, "tx-4"); code != 201 {
+			t.Fatalf("second: %d, want 201 after the lock timeout", code)
+		}
+		if code := <-slow; code != 503 {
+			t.Errorf("the slow first request answered %d, want 503 (its commit must fail)", code)
+		}
+		if n := countRows(t, p, charges); n != 1 {
+			t.Fatalf("%d charges, want 1: the slow request's effect must roll back", n)
+		}
+	})
+	t.Run("needs a TxStore", func(t *testing.T) {
+		_, err := idempotency.New(idempotency.Options{Transactional: true})
+		if err == nil || !strings.Contains(err.Error(), "needs a TxStore") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+// TestEndToEnd: retryhttp with injected keys, through a proxy that drops
+// every third response after the server processed the request, to the
+// middleware on PostgreSQL in transactional mode. 1,000 logical POSTs must
+// make exactly 1,000 charges.
+func TestEndToEnd(t *testing.T) {
+	s := newStore(t)
+	p := pool(t)
+	charges := chargesTable(t, p)
+	m, err := idempotency.New(idempotency.Options{Store: s, Transactional: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const logical = 1000
+	steps := make([]retryhttptest.Step, 0, 2*logical)
+	for i := range 2 * logical {
+		if i%3 == 0 {
+			steps = append(steps, retryhttptest.DropResponse())
+		} else {
+			steps = append(steps, retryhttptest.Forward())
+		}
+	}
+	srv := retryhttptest.Start(t, retryhttptest.Script{"/charges": steps},
+		retryhttptest.Options{Handler: m.Handler(&chargeHandler{table: charges, script: []string{"ok"}})})
+	tr := &retryhttp.Transport{
+		Base:                 srv.Transport(),
+		InjectIdempotencyKey: true,
+		Budget:               retryhttp.NoBudget,
+		Policy:               retryhttp.Policy{MaxAttempts: 10, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond},
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, logical)
+	work := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for range work {
+				resp, err := client.Post(srv.URL+"/charges", "application/json", strings.NewReader(`{"amount":100}`))
+				if err != nil {
+					errs <- err
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusCreated {
+					errs <- fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+	for i := range logical {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	attempts := len(srv.Requests())
+	var rows, keys int
+	if err := p.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT idem_key) FROM "+charges).Scan(&rows, &keys); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d logical POSTs, %d attempts (%d responses dropped), %d charges under %d keys", logical, attempts, attempts-logical, rows, keys)
+	if rows != logical || keys != logical {
+		t.Fatalf("%d charges under %d keys, want exactly %d", rows, keys, logical)
+	}
+	if attempts <= logical {
+		t.Fatalf("only %d attempts: the proxy dropped nothing", attempts)
+	}
+}
+

@@ -1,0 +1,87 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/idempotency/redisstore"
+	"github.com/retryhttp/retryhttp/idempotency/storetest"
+)
+
+// client connects to RETRYHTTP_TEST_REDIS (default 127.0.0.1:6379). When
+// Redis cannot be reached the test is skipped with a loud message, and
+// fails under CI=true, where the service is part of the contract.
+func client(t testing.TB) *redis.Client {
+	t.Helper()
+	addr := os.Getenv("RETRYHTTP_TEST_REDIS")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		msg := fmt.Sprintf("!!! Redis at %s is unreachable (%v): the Redis store is NOT tested", addr, err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newStore gives each test its own key prefix and deletes its keys after.
+func newStore(t *testing.T) idempotency.Store {
+	c := client(t)
+	prefix := "retryhttp-test:" + uuid.NewString() + ":"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := c.Keys(ctx, prefix+"*").Result()
+		if len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+	})
+	s, err := redisstore.New(c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) { storetest.Run(t, newStore) }
+
+func TestNewRejectsNilClient(t *testing.T) {
+	if _, err := redisstore.New(nil, ""); err == nil {
+		t.Fatal("want an error")
+	}
+}
+
+func TestRecordsExpireByRedisTTL(t *testing.T) {
+	c := client(t)
+	prefix := "retryhttp-test:" + uuid.NewString() + ":"
+	s, _ := redisstore.New(c, prefix)
+	ctx := context.Background()
+	if _, err := s.Claim(ctx, "k", "fp", "o", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, "k", "o", &idempotency.Response{Status: 201}, 42*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ttl, err := c.PTTL(ctx, prefix+"k").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl <= 40*time.Second || ttl > 42*time.Second {
+		t.Fatalf("TTL after Complete = %v, want the retention of 42s", ttl)
+	}
+	c.Del(ctx, prefix+"k")
+}

@@ -1,0 +1,78 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Store keeps idempotency records. Keys arrive already scoped and hashed
+// (hex SHA-256 of scope and key), so a Store need not escape or bound them.
+//
+// Three operations, each atomic on its own, are all the middleware needs;
+// a backend (DynamoDB, etcd, ...) that can do a conditional put, a
+// conditional update and a conditional delete can implement it, and the
+// storetest package checks that it does.
+type Store interface {
+	// Claim takes key for owner, as an in-flight record with fingerprint
+	// that expires after lock, unless a live record already holds the key.
+	// It returns nil when owner took the claim, and the live record
+	// otherwise. Expired records count as absent. Exactly one of many
+	// concurrent Claims of a free key may succeed.
+	Claim(ctx context.Context, key, fingerprint, owner string, lock time.Duration) (*Record, error)
+
+	// Complete replaces owner's in-flight record with the final response,
+	// kept for retention. It returns ErrNotOwner if owner no longer holds
+	// the claim (its lock expired and another request took it).
+	Complete(ctx context.Context, key, owner string, resp *Response, retention time.Duration) error
+
+	// Release deletes owner's in-flight record so that a retry can run. It
+	// does nothing if owner no longer holds it, so a slow request never
+	// releases a claim that a newer one holds.
+	Release(ctx context.Context, key, owner string) error
+}
+
+// TxStore is a Store that can run the handler inside a transaction that
+// also stores the response, so that the handler's own writes and the
+// stored response commit or roll back together. Options.Transactional asks
+// for it.
+type TxStore interface {
+	Store
+	// Begin opens a transaction for owner's claim on key and returns a
+	// context that carries it, for the handler to write through.
+	Begin(ctx context.Context, key, owner string) (Tx, context.Context, error)
+}
+
+// Tx is a transaction opened by TxStore.Begin.
+type Tx interface {
+	// Commit stores resp as Complete would, in the transaction, and
+	// commits. On any error the transaction is rolled back.
+	Commit(ctx context.Context, resp *Response, retention time.Duration) error
+	// Rollback abandons the transaction; it is safe after Commit.
+	Rollback(ctx context.Context) error
+}
+
+// Record is what a Store holds for a key.
+type Record struct {
+	// Fingerprint identifies the request that claimed the key.
+	Fingerprint string `json:"fp"`
+	// Response is the final response, or nil while the request is in
+	// flight.
+	Response *Response `json:"resp,omitempty"`
+}
+
+// Response is a stored response.
+type Response struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+	// TooLarge marks a response whose body exceeded
+	// Options.MaxResponseBytes: the effect happened, but the body was not
+	// kept, so replays answer 500 with an explanation instead.
+	TooLarge bool `json:"too_large,omitempty"`
+}
+
+// ErrNotOwner reports that a claim was lost: its lock expired and another
+// request took the key.
+var ErrNotOwner = errors.New("idempotency: claim no longer held by this request")

@@ -1,0 +1,352 @@
+// Package storetest is the conformance suite for idempotency.Store
+// implementations: the Store API contract, and the middleware's end-to-end
+// guarantees (scenarios A to G) over real HTTP. The memory, Redis and
+// PostgreSQL stores all run it; so can yours.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/idempotency"
+)
+
+// NewStore returns an empty store, isolated from every other store it
+// returned (a fresh key prefix or table), and cleaned up with t.
+type NewStore func(t *testing.T) idempotency.Store
+
+// Run runs the whole suite.
+func Run(t *testing.T, newStore NewStore) {
+	t.Run("API", func(t *testing.T) { testAPI(t, newStore(t)) })
+	t.Run("A sequential replays", func(t *testing.T) { testSequential(t, newStore(t)) })
+	t.Run("B concurrent 8", func(t *testing.T) { testConcurrent(t, newStore(t), 8) })
+	t.Run("B concurrent 64", func(t *testing.T) { testConcurrent(t, newStore(t), 64) })
+	t.Run("C payload mismatch", func(t *testing.T) { testMismatch(t, newStore(t)) })
+	t.Run("D retention shorter than retry window", func(t *testing.T) { testRetention(t, newStore(t)) })
+	t.Run("E 503 is not stored", func(t *testing.T) { testNotStored(t, newStore(t)) })
+	t.Run("F crashed claim expires", func(t *testing.T) { testCrashedClaim(t, newStore(t)) })
+	t.Run("G scopes are independent", func(t *testing.T) { testScopes(t, newStore(t)) })
+}
+
+// short durations keep the time-based scenarios under a second of real time.
+const (
+	shortLock      = 300 * time.Millisecond
+	shortRetention = 300 * time.Millisecond
+)
+
+func testAPI(t *testing.T, s idempotency.Store) {
+	ctx := context.Background()
+	rec, err := s.Claim(ctx, "k1", "fp1", "owner-a", time.Minute)
+	must(t, err)
+	if rec != nil {
+		t.Fatalf("first Claim returned %+v, want nil (claimed)", rec)
+	}
+	rec, err = s.Claim(ctx, "k1", "fp1", "owner-b", time.Minute)
+	must(t, err)
+	if rec == nil || rec.Fingerprint != "fp1" || rec.Response != nil {
+		t.Fatalf("second Claim returned %+v, want the in-flight record of fp1", rec)
+	}
+	if err := s.Complete(ctx, "k1", "owner-b", &idempotency.Response{Status: 201}, time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+		t.Fatalf("Complete by a non-owner: %v, want ErrNotOwner", err)
+	}
+	must(t, s.Release(ctx, "k1", "owner-b")) // not the owner: nothing happens
+	if rec, _ := s.Claim(ctx, "k1", "fp1", "owner-c", time.Minute); rec == nil {
+		t.Fatal("a non-owner's Release freed the claim")
+	}
+	resp := &idempotency.Response{Status: 201, Header: http.Header{"X-Id": {"7"}}, Body: []byte(`{"id":7}`)}
+	must(t, s.Complete(ctx, "k1", "owner-a", resp, time.Minute))
+	rec, err = s.Claim(ctx, "k1", "fp1", "owner-d", time.Minute)
+	must(t, err)
+	if rec == nil || rec.Response == nil || rec.Response.Status != 201 || string(rec.Response.Body) != `{"id":7}` || rec.Response.Header.Get("X-Id") != "7" {
+		t.Fatalf("after Complete, Claim returned %+v", rec)
+	}
+	must(t, s.Release(ctx, "k1", "owner-a")) // completed: Release must not delete it
+	if rec, _ := s.Claim(ctx, "k1", "fp1", "owner-e", time.Minute); rec == nil || rec.Response == nil {
+		t.Fatal("Release deleted a completed record")
+	}
+
+	// An owner's Release frees the key.
+	_, err = s.Claim(ctx, "k2", "fp", "owner-a", time.Minute)
+	must(t, err)
+	must(t, s.Release(ctx, "k2", "owner-a"))
+	if rec, _ := s.Claim(ctx, "k2", "fp", "owner-b", time.Minute); rec != nil {
+		t.Fatalf("after Release, Claim returned %+v", rec)
+	}
+
+	// An expired claim is free, and its old owner can no longer complete it.
+	_, err = s.Claim(ctx, "k3", "fp", "owner-a", 100*time.Millisecond)
+	must(t, err)
+	time.Sleep(200 * time.Millisecond)
+	if rec, _ := s.Claim(ctx, "k3", "fp", "owner-b", time.Minute); rec != nil {
+		t.Fatalf("an expired claim was not free: %+v", rec)
+	}
+	if err := s.Complete(ctx, "k3", "owner-a", &idempotency.Response{Status: 200}, time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+		t.Fatalf("Complete by the expired owner: %v, want ErrNotOwner", err)
+	}
+
+	// Exactly one of many concurrent claims wins.
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec, err := s.Claim(ctx, "k4", "fp", fmt.Sprintf("owner-%d", i), time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			if rec == nil {
+				won.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d concurrent claims won, want 1", won.Load())
+	}
+}
+
+// charges is the side-effecting endpoint: it records a charge per call and
+// answers 201 with the charge's id.
+type charges struct {
+	mu    sync.Mutex
+	n     int
+	delay time.Duration
+	fail  atomic.Int32 // answer 503 this many times first
+	block chan struct{}
+}
+
+func (c *charges) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.fail.Load() > 0 {
+		c.fail.Add(-1)
+		http.Error(w, "try again", http.StatusServiceUnavailable)
+		return
+	}
+	if c.block != nil {
+		<-c.block
+	}
+	time.Sleep(c.delay)
+	var in struct{ Amount int }
+	json.NewDecoder(r.Body).Decode(&in)
+	c.mu.Lock()
+	c.n++
+	id := c.n
+	c.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprintf("/charges/%d", id))
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, `{"id":%d,"amount":%d}`, id, in.Amount)
+}
+
+func (c *charges) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+type result struct {
+	status   int
+	body     string
+	replayed bool
+}
+
+func serve(t *testing.T, s idempotency.Store, c *charges, opts idempotency.Options) string {
+	t.Helper()
+	opts.Store = s
+	m, err := idempotency.New(opts)
+	must(t, err)
+	srv := httptest.NewServer(m.Handler(c))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func post(t *testing.T, url, key, auth, body string) result {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/charges", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return result{}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return result{resp.StatusCode, string(b), resp.Header.Get(idempotency.HeaderReplayed) == "true"}
+}
+
+func testSequential(t *testing.T, s idempotency.Store) {
+	c := &charges{}
+	url := serve(t, s, c, idempotency.Options{})
+	var got []result
+	for range 5 {
+		got = append(got, post(t, url, "seq-1", "", `{"amount":100}`))
+	}
+	if c.count() != 1 {
+		t.Fatalf("%d charges, want 1", c.count())
+	}
+	replays := 0
+	for i, r := range got {
+		if r.status != 201 || r.body != got[0].body {
+			t.Errorf("response %d = %d %s, want the first: %d %s", i+1, r.status, r.body, got[0].status, got[0].body)
+		}
+		if r.replayed {
+			replays++
+		}
+	}
+	if got[0].replayed || replays != 4 {
+		t.Errorf("%d replays (first replayed: %v), want 4 after a fresh first", replays, got[0].replayed)
+	}
+}
+
+func testConcurrent(t *testing.T, s idempotency.Store, n int) {
+	c := &charges{delay: 50 * time.Millisecond}
+	url := serve(t, s, c, idempotency.Options{})
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = post(t, url, "conc-1", "", `{"amount":5}`)
+		}()
+	}
+	wg.Wait()
+	if c.count() != 1 {
+		t.Fatalf("%d charges from %d concurrent requests, want 1", c.count(), n)
+	}
+	fresh := 0
+	for _, r := range results {
+		switch {
+		case r.status == 201 && !r.replayed:
+			fresh++
+		case r.status == 201 && r.replayed, r.status == 409:
+		default:
+			t.Errorf("unexpected answer %d %s", r.status, r.body)
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d fresh 201s, want 1", fresh)
+	}
+}
+
+func testMismatch(t *testing.T, s idempotency.Store) {
+	c := &charges{}
+	url := serve(t, s, c, idempotency.Options{})
+	if r := post(t, url, "mm-1", "", `{"amount":100,"currency":"EUR"}`); r.status != 201 {
+		t.Fatalf("first: %d", r.status)
+	}
+	// Same object, other key order and spacing: the same payload.
+	if r := post(t, url, "mm-1", "", "{ \"currency\": \"EUR\",\n \"amount\": 100 }"); r.status != 201 || !r.replayed {
+		t.Errorf("reordered JSON: %d replayed=%v, want a replay", r.status, r.replayed)
+	}
+	if r := post(t, url, "mm-1", "", `{"amount":200,"currency":"EUR"}`); r.status != 422 {
+		t.Errorf("other amount: %d, want 422", r.status)
+	}
+	if c.count() != 1 {
+		t.Errorf("%d charges, want 1", c.count())
+	}
+}
+
+func testRetention(t *testing.T, s idempotency.Store) {
+	c := &charges{}
+	url := serve(t, s, c, idempotency.Options{Retention: shortRetention})
+	post(t, url, "ret-1", "", `{"amount":1}`)
+	time.Sleep(shortRetention + 200*time.Millisecond) // the client's retry comes later than retention
+	if r := post(t, url, "ret-1", "", `{"amount":1}`); r.replayed {
+		t.Errorf("replayed after retention expired")
+	}
+	if c.count() != 2 {
+		t.Errorf("%d charges, want 2: a retention shorter than the retry window lets a retry charge again", c.count())
+	}
+}
+
+func testNotStored(t *testing.T, s idempotency.Store) {
+	c := &charges{}
+	c.fail.Store(1)
+	url := serve(t, s, c, idempotency.Options{})
+	if r := post(t, url, "ns-1", "", `{"amount":1}`); r.status != 503 {
+		t.Fatalf("first: %d, want the handler's 503", r.status)
+	}
+	if r := post(t, url, "ns-1", "", `{"amount":1}`); r.status != 201 || r.replayed {
+		t.Fatalf("retry: %d replayed=%v, want a fresh 201", r.status, r.replayed)
+	}
+	if c.count() != 1 {
+		t.Errorf("%d charges, want 1", c.count())
+	}
+}
+
+func testCrashedClaim(t *testing.T, s idempotency.Store) {
+	// The first request's handler hangs, as if its process had died with
+	// the claim taken. Its client gives up.
+	stuck := &charges{block: make(chan struct{})}
+	url1 := serve(t, s, stuck, idempotency.Options{LockTimeout: shortLock})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", url1+"/charges", strings.NewReader(`{"amount":9}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "crash-1")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-done
+
+	// Another instance sharing the store: 409 until the lock times out.
+	c := &charges{}
+	url2 := serve(t, s, c, idempotency.Options{LockTimeout: shortLock})
+	if r := post(t, url2, "crash-1", "", `{"amount":9}`); r.status != 409 {
+		t.Fatalf("while the claim is held: %d, want 409", r.status)
+	}
+	time.Sleep(shortLock + 100*time.Millisecond)
+	fresh := post(t, url2, "crash-1", "", `{"amount":9}`)
+	if fresh.status != 201 || fresh.replayed {
+		t.Fatalf("after the lock timeout: %d replayed=%v, want a fresh 201", fresh.status, fresh.replayed)
+	}
+	// The stuck request now finishes: its claim is gone, so it must not
+	// overwrite or release the newer record.
+	close(stuck.block)
+	time.Sleep(100 * time.Millisecond)
+	if r := post(t, url2, "crash-1", "", `{"amount":9}`); !r.replayed || r.body != fresh.body {
+		t.Errorf("after the old owner finished: %d %s replayed=%v, want a replay of %s", r.status, r.body, r.replayed, fresh.body)
+	}
+}
+
+func testScopes(t *testing.T, s idempotency.Store) {
+	c := &charges{}
+	url := serve(t, s, c, idempotency.Options{})
+	a := post(t, url, "shared-key", "Bearer alice", `{"amount":1}`)
+	b := post(t, url, "shared-key", "Bearer bob", `{"amount":1}`)
+	if a.status != 201 || b.status != 201 || a.replayed || b.replayed || a.body == b.body {
+		t.Fatalf("two callers, one key: %+v %+v, want two fresh charges", a, b)
+	}
+	if r := post(t, url, "shared-key", "Bearer alice", `{"amount":1}`); !r.replayed || r.body != a.body {
+		t.Errorf("alice's retry got %+v, want her own response", r)
+	}
+	if c.count() != 2 {
+		t.Errorf("%d charges, want 2", c.count())
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
