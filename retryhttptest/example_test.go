@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -160,4 +161,25 @@ func ExampleForward() {
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode, "effects:", effects.Total())
 	// Output: 201 effects: 1
+}
+
+// A server that honours idempotency keys but loses responses, in three
+// lines: the client retries under one key, the middleware replays, and the
+// effect happens once.
+func Example_honoursKeysButLosesResponses() {
+	effects := &retryhttptest.Effects{}
+	mw, _ := idempotency.New(idempotency.Options{})
+	srv, _ := retryhttptest.NewServer(retryhttptest.Script{"/charges": {retryhttptest.DropResponse(), retryhttptest.Forward()}},
+		retryhttptest.Options{Handler: mw.Handler(effects.Handler(http.StatusCreated, `{"id":1}`))})
+	defer srv.Close()
+
+	client := newClient(srv, &retryhttp.Transport{Policy: quick, InjectIdempotencyKey: true})
+	resp, err := client.Post(srv.URL+"/charges", "application/json", strings.NewReader(`{"amount":1}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "replayed:", resp.Header.Get("Idempotent-Replayed"), "effects:", effects.Total())
+	// Output: 201 replayed: true effects: 1
 }

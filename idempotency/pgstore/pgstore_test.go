@@ -344,3 +344,16 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
+func BenchmarkMiddleware(b *testing.B) {
+	p := pool(b)
+	table := "idem_bench_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	s, err := pgstore.New(p, table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	storetest.Bench(b, s)
+}

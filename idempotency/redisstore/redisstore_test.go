@@ -85,3 +85,16 @@ func TestRecordsExpireByRedisTTL(t *testing.T) {
 	}
 	c.Del(ctx, prefix+"k")
 }
+
+func BenchmarkMiddleware(b *testing.B) {
+	c := client(b)
+	prefix := "retryhttp-bench:" + uuid.NewString() + ":"
+	b.Cleanup(func() {
+		keys, _ := c.Keys(context.Background(), prefix+"*").Result()
+		for i := 0; i < len(keys); i += 1000 {
+			c.Del(context.Background(), keys[i:min(i+1000, len(keys))]...)
+		}
+	})
+	s, _ := redisstore.New(c, prefix)
+	storetest.Bench(b, s)
+}

@@ -350,3 +350,44 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// Bench measures the middleware on s, in process (no sockets): a request
+// with a new key (claim, handler, complete) and a replay of a stored one.
+func Bench(b *testing.B, s idempotency.Store) {
+	m, err := idempotency.New(idempotency.Options{Store: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":1}`)
+	}))
+	do := func(key string) int {
+		req := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
+	b.Run("new", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			if code := do(fmt.Sprint(prefix, i)); code != 201 {
+				b.Fatalf("status %d", code)
+			}
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		do(prefix + "replayed")
+		b.ReportAllocs()
+		for b.Loop() {
+			if code := do(prefix + "replayed"); code != 201 {
+				b.Fatalf("status %d", code)
+			}
+		}
+	})
+}
