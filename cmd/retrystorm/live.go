@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// runLive runs a strategy through a scenario against a real HTTP server on
+// loopback: one retryhttp.Transport per client, as in a fleet of callers,
+// over a shared pool of connections. progress is called with the time
+// since the start while it runs.
+func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return result{}, fmt.Errorf("listen on loopback: %w", err)
+	}
+	capSrv := newCapacityServer(sc)
+	casSrv := &casServer{}
+	start := time.Now()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if sc.contention {
+			readAt := time.Since(start)
+			time.Sleep(sc.delay)
+			if !casSrv.write(readAt, time.Since(start)) {
+				w.WriteHeader(http.StatusConflict)
+				return
+			}
+			return
+		}
+		if !capSrv.admit(time.Since(start)) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	conns := max(sc.clients, int(sc.rate))
+	base := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: 10 * time.Second}
+	defer base.CloseIdleConnections()
+	budget := retryhttp.NoBudget
+	if st.budget {
+		budget = retryhttp.NewBudget(0.1, 10)
+	}
+	url := "http://" + ln.Addr().String() + "/row"
+	method := http.MethodGet
+	var statuses []int
+	if sc.contention {
+		method, statuses = http.MethodPut, []int{http.StatusConflict}
+	}
+
+	res := result{strategy: st.name, giveUps: map[string]int{}, recovery: sc.recovery()}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	one := func() {
+		defer wg.Done()
+		var giveUp string
+		tr := &retryhttp.Transport{
+			Base: base, Policy: st.policy, Budget: budget, RetryStatuses: statuses,
+			OnRetry: func(e retryhttp.RetryEvent) { giveUp = e.GiveUp },
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), sc.deadline)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader("x"))
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		ok := err == nil && resp.StatusCode == http.StatusOK
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		res.finished = max(res.finished, time.Since(start))
+		switch {
+		case ok:
+			res.succeeded++
+		case giveUp != "":
+			res.giveUps[giveUp]++
+		case errors.Is(err, context.DeadlineExceeded):
+			res.giveUps[retryhttp.ReasonDeadline]++
+		default:
+			res.giveUps["error"]++
+		}
+	}
+
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				progress(time.Since(start))
+			}
+		}
+	}()
+	if sc.rate > 0 {
+		n := int(sc.rate * sc.duration.Seconds())
+		res.logical = n
+		for i := range n {
+			at := time.Duration(float64(i) / sc.rate * float64(time.Second))
+			if d := at - time.Since(start); d > 0 {
+				time.Sleep(d)
+			}
+			wg.Add(1)
+			go one()
+		}
+	} else {
+		res.logical = sc.clients
+		for range sc.clients {
+			wg.Add(1)
+			go one()
+		}
+	}
+	wg.Wait()
+	close(done)
+	if sc.contention {
+		res.load = casSrv.loads()
+	} else {
+		res.load = capSrv.loads()
+	}
+	res.calls = sum(res.load)
+	return res, nil
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}

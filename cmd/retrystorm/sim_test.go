@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// alwaysDown is an outage longer than any run: every attempt fails.
+func alwaysDown(clients, attempts int) scenario {
+	sc := outageScenario(clients, time.Hour, 1000)
+	sc.attempts = attempts
+	sc.deadline = time.Hour
+	return sc
+}
+
+func byName(sc scenario, name string) strategy {
+	for _, s := range sc.strategies() {
+		if s.name == name {
+			return s
+		}
+	}
+	panic("no strategy " + name)
+}
+
+func TestSimulationIsDeterministic(t *testing.T) {
+	for _, sc := range []scenario{outageScenario(300, 2*time.Second, 1000), contentionScenario(30), overloadScenario(100, time.Second)} {
+		for _, st := range sc.strategies() {
+			a, b := simulate(sc, st, 7), simulate(sc, st, 7)
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("%s/%s: two runs with one seed differ", sc.name, st.name)
+			}
+		}
+	}
+	sc := outageScenario(300, 2*time.Second, 1000)
+	if reflect.DeepEqual(simulate(sc, byName(sc, "full jitter"), 1).load, simulate(sc, byName(sc, "full jitter"), 2).load) {
+		t.Fatal("different seeds gave the same jittered load")
+	}
+}
+
+func TestAmplificationAtTotalFailureIsMaxAttempts(t *testing.T) {
+	sc := alwaysDown(1000, 4)
+	for _, name := range []string{"no backoff", "fixed delay", "exponential", "full jitter", "equal jitter", "decorrelated"} {
+		r := simulate(sc, byName(sc, name), 1)
+		if r.amplification() != 4.0 || r.succeeded != 0 || r.giveUps[retryhttp.ReasonAttempts] != 1000 {
+			t.Errorf("%s: amplification %.4f, %d succeeded, give-ups %v; want exactly 4.00, 0, 1000 on attempts",
+				name, r.amplification(), r.succeeded, r.giveUps)
+		}
+	}
+}
+
+// A 10% budget with a 10/s floor under a total outage: 10,000 requests at
+// 100/s over 100 s may add 10% plus 10/s × 100 s of retries.
+func TestBudgetBoundsAmplification(t *testing.T) {
+	sc := overloadScenario(1000, time.Hour)
+	sc.outageAt, sc.rate, sc.duration, sc.attempts, sc.deadline = 0, 100, 100*time.Second, 4, time.Hour
+	r := simulate(sc, byName(sc, "full jitter+budget"), 1)
+	want := 1.1 + 10*100.0/10000
+	t.Logf("amplification %.3f, bound %.3f, give-ups %v", r.amplification(), want, r.giveUps)
+	if r.amplification() > want+0.005 || r.amplification() < want-0.05 {
+		t.Fatalf("amplification %.3f, want close to and at most %.3f", r.amplification(), want)
+	}
+	if nb := simulate(sc, byName(sc, "full jitter"), 1); nb.amplification() != 4 {
+		t.Fatalf("without a budget: %.3f, want 4", nb.amplification())
+	}
+}
+
+// Without jitter, clients that failed together come back together: every
+// retry wave lands in a single bin.
+func TestNoJitterWavesLandInOneBin(t *testing.T) {
+	const n = 2000
+	sc := alwaysDown(n, 6)
+	for _, name := range []string{"fixed delay", "exponential"} {
+		r := simulate(sc, byName(sc, name), 1)
+		var waves []int
+		for _, v := range r.load {
+			if v > 0 {
+				waves = append(waves, v)
+			}
+		}
+		if len(waves) != 6 {
+			t.Errorf("%s: load in %d bins %v, want one bin per attempt", name, len(waves), waves)
+		}
+		for _, v := range waves {
+			if v != n {
+				t.Errorf("%s: a wave of %d in one bin, want all %d", name, v, n)
+			}
+		}
+	}
+}
+
+// With full jitter, one retry wave of N clients spreads over its window:
+// the peak bin holds about N·bin/window.
+func TestFullJitterSpreadsAWave(t *testing.T) {
+	const n = 10_000
+	sc := alwaysDown(n, 2)
+	sc.base, sc.cap = 2*time.Second, 2*time.Second
+	r := simulate(sc, byName(sc, "full jitter"), 1)
+	if r.calls != 2*n || r.load[0] < n {
+		t.Fatalf("%d calls, %d in the first bin; want %d, all first attempts in it", r.calls, r.load[0], 2*n)
+	}
+	peak := 0
+	for _, v := range r.load[1:] {
+		peak = max(peak, v)
+	}
+	expect := n * binWidth.Seconds() / 2.0 // 500
+	t.Logf("peak retry bin %d, expected about %.0f", peak, expect)
+	if float64(peak) < 0.9*expect || float64(peak) > 1.25*expect {
+		t.Fatalf("peak retry bin %d, want about %.0f", peak, expect)
+	}
+}
+
+// The AWS study's ranking by total calls: no backoff worst, exponential
+// without jitter next (or tied), the jittered strategies far below.
+func TestContentionRanking(t *testing.T) {
+	sc := contentionScenario(100)
+	calls := map[string]int{}
+	for _, st := range sc.strategies() {
+		r := simulate(sc, st, 1)
+		calls[st.name] = r.calls
+		if !st.budget && r.successRate() != 1 {
+			t.Errorf("%s: %.2f succeeded, want every writer to get through", st.name, r.successRate())
+		}
+	}
+	t.Logf("calls: %v", calls)
+	if calls["no backoff"] < calls["exponential"] {
+		t.Errorf("no backoff (%d) made fewer calls than exponential (%d)", calls["no backoff"], calls["exponential"])
+	}
+	for _, j := range []string{"full jitter", "equal jitter", "decorrelated"} {
+		if calls[j]*3 > calls["exponential"] {
+			t.Errorf("%s made %d calls, not far below exponential's %d", j, calls[j], calls["exponential"])
+		}
+	}
+}
+
+// Overload: without a budget the retries of a 2 s outage keep the server
+// down until the load stops (metastable); with one it recovers.
+func TestOverloadBudgetRecovers(t *testing.T) {
+	sc := overloadScenario(1000, 2*time.Second)
+	with := simulate(sc, byName(sc, "full jitter+budget"), 1)
+	without := simulate(sc, byName(sc, "full jitter"), 1)
+	late := func(r result) int { // load 4 s after recovery
+		return r.load[int((sc.recovery()+4*time.Second)/binWidth)]
+	}
+	perBin := int(sc.rate * binWidth.Seconds())
+	if late(with) > perBin+10 {
+		t.Errorf("with a budget, load 4 s after recovery is %d, want about the offered %d", late(with), perBin)
+	}
+	if late(without) < 2*perBin {
+		t.Errorf("without a budget, load 4 s after recovery is %d, want a storm well above %d", late(without), perBin)
+	}
+	if with.successRate() < without.successRate()+0.3 {
+		t.Errorf("success with budget %.2f, without %.2f", with.successRate(), without.successRate())
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-scenario", "nope"}, {"-clients", "0"}, {"-clients", "-3"}, {"-outage", "-1s"}, {"-capacity", "0"},
+		{"-strategies", "fast"}, {"-clients", "9000"}, {"-bogus"}, {"extra"}, {"-outage", "40s"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+		if !strings.Contains(errb.String(), "retrystorm") && !strings.Contains(errb.String(), "flag") {
+			t.Errorf("%v: no clear message: %q", args, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-scenario") {
+		t.Errorf("-h: exit %d, %q", code, errb.String())
+	}
+}
+
+func TestSimRunWritesTableAndChart(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run([]string{"-sim", "-clients", "200", "-out", dir, "-strategies", "exponential,full jitter"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"calls/request", "exponential", "full jitter", "retrystorm-outage-sim.svg", "retrystorm-outage-sim.png", "|"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The live run and the simulation of one small scenario agree in shape:
+// exponential backoff without jitter sends its clients back in a herd
+// after the recovery, full jitter spreads them.
+func TestLiveAgreesWithSimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live run")
+	}
+	sc := outageScenario(300, 500*time.Millisecond, 1000)
+	sc.deadline = 2 * time.Second
+	for _, mode := range []string{"sim", "live"} {
+		peaks := map[string]int{}
+		for _, name := range []string{"exponential", "full jitter"} {
+			var r result
+			if mode == "sim" {
+				r = simulate(sc, byName(sc, name), 1)
+			} else {
+				var err error
+				if r, err = runLive(sc, byName(sc, name), func(time.Duration) {}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			peaks[name] = r.peakAfterRecovery()
+		}
+		t.Logf("%s: peak after recovery %v", mode, peaks)
+		if 2*peaks["exponential"] < 3*peaks["full jitter"] {
+			t.Errorf("%s: exponential's peak %d is not well above full jitter's %d", mode, peaks["exponential"], peaks["full jitter"])
+		}
+	}
+}
