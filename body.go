@@ -31,18 +31,34 @@ func newReplayBody(req *http.Request, limit int64, buffer bool) (replayBody, err
 	case req.Body == nil || req.Body == http.NoBody, req.GetBody != nil:
 		b.replayable = true
 	case buffer && req.ContentLength > 0 && req.ContentLength <= limit:
-		buf, err := io.ReadAll(io.LimitReader(req.Body, req.ContentLength+1))
+		buf, err := readExactly(req.Body, req.ContentLength)
 		req.Body.Close()
 		if err != nil {
-			return b, fmt.Errorf("retryhttp: reading request body: %w", err)
-		}
-		if int64(len(buf)) != req.ContentLength {
-			return b, fmt.Errorf("retryhttp: request body has %d bytes, ContentLength says %d", len(buf), req.ContentLength)
+			return b, err
 		}
 		b.buf = buf
 		b.replayable = true
 	}
 	return b, nil
+}
+
+// readExactly reads a body that ContentLength says has n bytes, in one
+// allocation, and reports a body that is shorter or longer: net/http would
+// refuse to send it, and a copy that silently differed would be worse.
+func readExactly(r io.Reader, n int64) ([]byte, error) {
+	buf := make([]byte, n)
+	got, err := io.ReadFull(r, buf)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		return nil, fmt.Errorf("retryhttp: request body has %d bytes, ContentLength says %d", got, n)
+	case err != nil:
+		return nil, fmt.Errorf("retryhttp: reading request body: %w", err)
+	}
+	var one [1]byte
+	if m, _ := io.ReadFull(r, one[:]); m > 0 {
+		return nil, fmt.Errorf("retryhttp: request body is longer than ContentLength %d", n)
+	}
+	return buf, nil
 }
 
 // forAttempt returns the body and GetBody to send on attempt n (1-based).

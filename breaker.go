@@ -1,12 +1,13 @@
 package retryhttp
 
 import (
-	"container/list"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -74,14 +75,25 @@ type BreakerSettings struct {
 type Breaker struct {
 	settings BreakerSettings
 
-	mu    sync.Mutex
-	hosts map[string]*list.Element // of *hostCircuit; guarded by mu
-	lru   list.List                // front = most recently used; guarded by mu
+	// circuits maps a hostID to its *hostCircuit. Lookups, one per attempt,
+	// take no lock; mu serialises adding and evicting hosts.
+	circuits sync.Map
+	mu       sync.Mutex
+	n        int // circuits held; guarded by mu
 }
 
+// hostID names a circuit: scheme, host name and port, the port made
+// explicit so that https://a and https://a:443 share one. Its fields are
+// substrings of the URL or constants, so building it allocates nothing.
+type hostID struct{ scheme, host, port string }
+
+func (h hostID) String() string { return h.scheme + "://" + net.JoinHostPort(h.host, h.port) }
+
 type hostCircuit struct {
-	host string
-	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
+	id       hostID
+	name     string
+	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
+	lastUsed atomic.Int64 // unix nanoseconds, for eviction
 }
 
 // NewBreaker returns a Breaker with the given settings, rejecting negative
@@ -105,7 +117,7 @@ func NewBreaker(s BreakerSettings) (*Breaker, error) {
 	if s.MaxHosts == 0 {
 		s.MaxHosts = 1024
 	}
-	return &Breaker{settings: s, hosts: map[string]*list.Element{}}, nil
+	return &Breaker{settings: s}, nil
 }
 
 // errBreakerFailure and errBreakerExcluded are the outcomes reported to a
@@ -116,21 +128,24 @@ var (
 	errBreakerExcluded = errors.New("caller cancelled")
 )
 
-func (b *Breaker) circuit(host string) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+func (b *Breaker) circuit(id hostID, now time.Time) *hostCircuit {
+	if v, ok := b.circuits.Load(id); ok {
+		hc := v.(*hostCircuit)
+		hc.lastUsed.Store(now.UnixNano())
+		return hc
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e, ok := b.hosts[host]; ok {
-		b.lru.MoveToFront(e)
-		return e.Value.(*hostCircuit).cb
+	if v, ok := b.circuits.Load(id); ok { // added while we waited
+		return v.(*hostCircuit)
 	}
-	if b.lru.Len() >= b.settings.MaxHosts {
-		oldest := b.lru.Back()
-		hc := oldest.Value.(*hostCircuit)
-		b.lru.Remove(oldest)
-		delete(b.hosts, hc.host)
+	if b.n >= b.settings.MaxHosts {
+		b.evictOldest()
 	}
-	cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        host,
+	hc := &hostCircuit{id: id, name: id.String()}
+	hc.lastUsed.Store(now.UnixNano())
+	hc.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        hc.name,
 		MaxRequests: b.settings.Probes,
 		Timeout:     b.settings.OpenFor,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= b.settings.Failures },
@@ -141,63 +156,93 @@ func (b *Breaker) circuit(host string) *gobreaker.TwoStepCircuitBreaker[struct{}
 			}
 		},
 	})
-	b.hosts[host] = b.lru.PushFront(&hostCircuit{host: host, cb: cb})
-	return cb
+	b.circuits.Store(id, hc)
+	b.n++
+	return hc
 }
 
-// State returns the state of host's circuit ("https://api.example.com:443").
-// A host not tracked is closed.
-func (b *Breaker) State(host string) CircuitState {
-	b.mu.Lock()
-	e, ok := b.hosts[host]
-	b.mu.Unlock()
-	if !ok {
-		return CircuitClosed
+// evictOldest forgets the least recently used host. It scans every
+// circuit, which happens only when a new host arrives at a full Breaker.
+// b.mu must be held.
+func (b *Breaker) evictOldest() {
+	var oldest *hostCircuit
+	b.circuits.Range(func(_, v any) bool {
+		hc := v.(*hostCircuit)
+		if oldest == nil || hc.lastUsed.Load() < oldest.lastUsed.Load() {
+			oldest = hc
+		}
+		return true
+	})
+	if oldest != nil {
+		b.circuits.Delete(oldest.id)
+		b.n--
 	}
-	return CircuitState(e.Value.(*hostCircuit).cb.State())
+}
+
+// State returns the state of a host's circuit, named as
+// "https://api.example.com:443". A host not tracked is closed.
+func (b *Breaker) State(host string) CircuitState {
+	var state CircuitState
+	b.circuits.Range(func(_, v any) bool {
+		hc := v.(*hostCircuit)
+		if hc.name == host {
+			state = CircuitState(hc.cb.State())
+			return false
+		}
+		return true
+	})
+	return state
+}
+
+// state returns the state of id's circuit without creating one.
+func (b *Breaker) state(id hostID) CircuitState {
+	if v, ok := b.circuits.Load(id); ok {
+		return CircuitState(v.(*hostCircuit).cb.State())
+	}
+	return CircuitClosed
 }
 
 // states returns the state of every tracked host, for the circuit_state
 // gauge. A circuit whose open period has ended reports half-open.
 func (b *Breaker) states() map[string]CircuitState {
-	b.mu.Lock()
-	circuits := make([]*hostCircuit, 0, b.lru.Len())
-	for e := b.lru.Front(); e != nil; e = e.Next() {
-		circuits = append(circuits, e.Value.(*hostCircuit))
-	}
-	b.mu.Unlock()
-	out := make(map[string]CircuitState, len(circuits))
-	for _, hc := range circuits {
-		out[hc.host] = CircuitState(hc.cb.State())
-	}
+	out := map[string]CircuitState{}
+	b.circuits.Range(func(_, v any) bool {
+		hc := v.(*hostCircuit)
+		out[hc.name] = CircuitState(hc.cb.State())
+		return true
+	})
 	return out
 }
 
-// allow asks host's circuit for one attempt. The returned done reports the
-// attempt's outcome.
-func (b *Breaker) allow(host string) (done func(req *http.Request, resp *http.Response, err error), err error) {
-	report, err := b.circuit(host).Allow()
+// allow asks id's circuit for one attempt; report takes the attempt's
+// outcome (see breakerOutcome).
+func (b *Breaker) allow(id hostID, now time.Time) (report func(error), err error) {
+	hc := b.circuit(id, now)
+	report, err = hc.cb.Allow()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrCircuitOpen, host)
+		return nil, fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name)
 	}
-	return func(req *http.Request, resp *http.Response, err error) {
-		switch {
-		case err != nil && req.Context().Err() != nil:
-			report(errBreakerExcluded)
-		case err != nil:
-			report(errBreakerFailure)
-		case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
-			resp.StatusCode == http.StatusGatewayTimeout:
-			report(errBreakerFailure)
-		default:
-			report(nil)
-		}
-	}, nil
+	return report, nil
 }
 
-// hostKey names the circuit of a URL: scheme, host and port, the port made
-// explicit so that https://a and https://a:443 share one circuit.
-func hostKey(u *url.URL) string {
+// breakerOutcome is what an attempt tells its host's circuit: a failure of
+// the host (a network error, 502, 503, 504), nothing at all (the caller
+// gave up, which says nothing about the host), or a success.
+func breakerOutcome(req *http.Request, resp *http.Response, err error) error {
+	switch {
+	case err != nil && req.Context().Err() != nil:
+		return errBreakerExcluded
+	case err != nil:
+		return errBreakerFailure
+	case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
+		resp.StatusCode == http.StatusGatewayTimeout:
+		return errBreakerFailure
+	}
+	return nil
+}
+
+// hostOf names the circuit of a URL.
+func hostOf(u *url.URL) hostID {
 	port := u.Port()
 	if port == "" {
 		switch u.Scheme {
@@ -207,5 +252,5 @@ func hostKey(u *url.URL) string {
 			port = "80"
 		}
 	}
-	return u.Scheme + "://" + u.Hostname() + ":" + port
+	return hostID{scheme: u.Scheme, host: u.Hostname(), port: port}
 }

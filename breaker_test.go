@@ -183,18 +183,22 @@ func TestBreakerWhatCounts(t *testing.T) {
 }
 
 func TestBreakerPerHostAndBounded(t *testing.T) {
-	b, _ := NewBreaker(BreakerSettings{Failures: 1, MaxHosts: 3})
-	tr := &Transport{Base: script(status(503)), Breaker: b, Policy: Policy{MaxAttempts: 1}}
-	single(t, tr, "http://a.test/")
-	assert.Equal(t, CircuitOpen, b.State("http://a.test:80"))
-	assert.Equal(t, CircuitClosed, b.State("https://a.test:443"), "scheme and port are part of the host")
-	assert.Equal(t, "http://a.test:80", hostKey(mustURL(t, "http://a.test:80/x").URL))
-	for _, h := range []string{"b", "c", "d"} {
-		single(t, tr, "http://"+h+".test/")
-	}
-	assert.Len(t, b.states(), 3, "at most MaxHosts tracked")
-	assert.Equal(t, CircuitClosed, b.State("http://a.test:80"), "the least recently used host was forgotten")
-
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := NewBreaker(BreakerSettings{Failures: 1, MaxHosts: 3})
+		tr := &Transport{Base: script(status(503)), Breaker: b, Policy: Policy{MaxAttempts: 1}}
+		single(t, tr, "http://a.test/")
+		assert.Equal(t, CircuitOpen, b.State("http://a.test:80"))
+		assert.Equal(t, CircuitClosed, b.State("https://a.test:443"), "scheme and port are part of the host")
+		assert.Equal(t, hostOf(mustURL(t, "http://a.test/x").URL), hostOf(mustURL(t, "http://a.test:80/y").URL))
+		assert.Equal(t, "https://[::1]:443", hostOf(mustURL(t, "https://[::1]/").URL).String())
+		for _, h := range []string{"b", "c", "d"} {
+			time.Sleep(time.Second) // distinct last-use times
+			single(t, tr, "http://"+h+".test/")
+		}
+		assert.Len(t, b.states(), 3, "at most MaxHosts tracked")
+		assert.Equal(t, CircuitClosed, b.State("http://a.test:80"), "the least recently used host was forgotten")
+		assert.Equal(t, CircuitOpen, b.State("http://d.test:80"))
+	})
 	_, err := NewBreaker(BreakerSettings{OpenFor: -1})
 	assert.ErrorContains(t, err, "OpenFor -1ns is negative")
 	_, err = NewBreaker(BreakerSettings{MaxHosts: -1})

@@ -144,9 +144,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	base := t.baseTransport()
 	budget := t.retryBudget()
-	var host string
+	var host hostID
 	if t.Breaker != nil {
-		host = hostKey(req.URL)
+		host = hostOf(req.URL)
 		t.trackOnce.Do(func() { t.Metrics.track(t.Breaker) })
 	}
 
@@ -158,17 +158,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return t.finish(req, nil, err, attempt-1, ReasonBody)
 		}
-		var done func(*http.Request, *http.Response, error)
+		var report func(error)
 		if t.Breaker != nil {
-			if done, err = t.Breaker.allow(host); err != nil {
+			if report, err = t.Breaker.allow(host, start); err != nil {
 				closeRequestBody(areq)
 				return t.finish(req, nil, err, attempt-1, ReasonCircuitOpen)
 			}
 		}
 		t.Metrics.attempt(attempt)
 		resp, err := send(base, areq, p.AttemptTimeout)
-		if done != nil {
-			done(areq, resp, err)
+		if report != nil {
+			report(breakerOutcome(areq, resp, err))
 		}
 
 		retry, stop, trigger := t.decide(areq, resp, err, replayable && body.replayable, body.replayable, hasKey)
@@ -196,7 +196,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			e.GiveUp = ReasonElapsed
 		case hasDL && now.Add(e.Wait).After(dl):
 			e.GiveUp = ReasonDeadline
-		case t.Breaker != nil && t.Breaker.State(host) == CircuitOpen:
+		case t.Breaker != nil && t.Breaker.state(host) == CircuitOpen:
 			e.GiveUp = ReasonCircuitOpen
 		case !budget.Withdraw(now):
 			e.GiveUp = ReasonBudget

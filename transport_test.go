@@ -559,6 +559,14 @@ func TestBodies(t *testing.T) {
 		assert.ErrorContains(t, err, "ContentLength")
 		assert.Equal(t, 0, base.attempts())
 	})
+	t.Run("long body is an error, not a truncated request", func(t *testing.T) {
+		base := script(status(200))
+		req := newReq(t, "POST", "", nil)
+		req.Body, req.ContentLength = io.NopCloser(strings.NewReader("abcdef")), 3
+		_, err := (&Transport{Base: base, Policy: noWait}).RoundTrip(req)
+		assert.ErrorContains(t, err, "longer than ContentLength 3")
+		assert.Equal(t, 0, base.attempts())
+	})
 	t.Run("MaxAttempts 1 never buffers", func(t *testing.T) {
 		base := script(status(200))
 		req := newReq(t, "POST", "", nil)

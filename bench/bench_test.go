@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+// memBase answers without touching the network: 200 and an empty body,
+// after reading and discarding the request body as a server would.
+type memBase struct{}
+
+func (memBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// flakyBase answers 503 to every other request, then 200: one retry per
+// logical request.
+type flakyBase struct{ n atomic.Int64 }
+
+func (f *flakyBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	code := 200
+	if f.n.Add(1)%2 == 1 {
+		code = 503
+	}
+	return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+func drain(b *testing.B, resp *http.Response, err error) {
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
+func BenchmarkSuccessInMemory(b *testing.B) {
+	for _, l := range Libs() {
+		b.Run("lib="+l.Name, func(b *testing.B) {
+			rt := l.Wrap(memBase{})
+			req, _ := http.NewRequest("GET", "http://mem.test/", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				drain(b, resp, err)
+			}
+		})
+	}
+}
+
+func BenchmarkSuccessLoopback(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	for _, l := range Libs() {
+		b.Run("lib="+l.Name, func(b *testing.B) {
+			base := srv.Client().Transport.(*http.Transport).Clone()
+			defer base.CloseIdleConnections()
+			rt := l.Wrap(base)
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				drain(b, resp, err)
+			}
+		})
+	}
+}
+
+var kib = bytes.Repeat([]byte("x"), 1024)
+
+func BenchmarkPOST1KiB(b *testing.B) {
+	for _, getBody := range []bool{true, false} {
+		name := "GetBody"
+		if !getBody {
+			name = "noGetBody"
+		}
+		for _, l := range Libs() {
+			b.Run("body="+name+"/lib="+l.Name, func(b *testing.B) {
+				rt := l.Wrap(memBase{})
+				b.ReportAllocs()
+				for b.Loop() {
+					req, _ := http.NewRequest("POST", "http://mem.test/", bytes.NewReader(kib))
+					if !getBody {
+						req.GetBody = nil
+						req.Body = io.NopCloser(bytes.NewReader(kib))
+					}
+					resp, err := rt.RoundTrip(req)
+					drain(b, resp, err)
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkOneRetry(b *testing.B) {
+	for _, l := range Libs() {
+		if l.Name == "bare" {
+			continue
+		}
+		l = unbudgeted(l)
+		b.Run("lib="+l.Name, func(b *testing.B) {
+			base := &flakyBase{}
+			rt := l.Wrap(base)
+			req, _ := http.NewRequest("GET", "http://mem.test/", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				drain(b, resp, err)
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParallel64 runs the success path from 64 goroutines.
+func BenchmarkParallel64(b *testing.B) {
+	for _, l := range Libs() {
+		b.Run("lib="+l.Name, func(b *testing.B) {
+			rt := l.Wrap(memBase{})
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				req, _ := http.NewRequest("GET", "http://mem.test/", nil)
+				for pb.Next() {
+					resp, err := rt.RoundTrip(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,97 @@
+// Package bench compares retryhttp with the bare base transport,
+// hashicorp/go-retryablehttp and failsafe-go's failsafehttp, on the same
+// workloads in the same run. It is its own module so that the library's
+// go.mod never lists the competitors.
+package bench
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// Lib wraps a base RoundTripper in one library's retrying RoundTripper,
+// configured alike: up to 4 attempts, no wait between them, so the
+// benchmarks measure the libraries and not their sleeps.
+type Lib struct {
+	Name string
+	Wrap func(base http.RoundTripper) http.RoundTripper
+}
+
+// unbudgeted lets retryhttp retry every request, for workloads made of
+// retries: its budgets would, as designed, refuse a 50% retry rate. The
+// budget+breaker variant keeps paying for the budget's bookkeeping with a
+// budget large enough never to refuse.
+func unbudgeted(l Lib) Lib {
+	switch l.Name {
+	case "retryhttp", "retryhttp+metrics":
+		wrap := l.Wrap
+		l.Wrap = func(base http.RoundTripper) http.RoundTripper {
+			t := wrap(base).(*retryhttp.Transport)
+			t.Budget = retryhttp.NoBudget
+			return t
+		}
+	case "retryhttp+budget+breaker":
+		wrap := l.Wrap
+		l.Wrap = func(base http.RoundTripper) http.RoundTripper {
+			t := wrap(base).(*retryhttp.Transport)
+			t.Budget = retryhttp.NewBudget(1, 1e9)
+			return t
+		}
+	}
+	return l
+}
+
+// noWait is the retryhttp policy the comparisons use.
+var noWait = retryhttp.Policy{MaxAttempts: 4, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retryhttp.NoJitter}
+
+// Libs are the contenders, bare first.
+func Libs() []Lib {
+	return []Lib{
+		{"bare", func(base http.RoundTripper) http.RoundTripper { return base }},
+		{"retryhttp", func(base http.RoundTripper) http.RoundTripper {
+			return &retryhttp.Transport{Base: base, Policy: noWait}
+		}},
+		{"retryhttp+metrics", func(base http.RoundTripper) http.RoundTripper {
+			m, err := retryhttp.NewMetrics(prometheus.NewRegistry())
+			if err != nil {
+				panic(err)
+			}
+			return &retryhttp.Transport{Base: base, Policy: noWait, Metrics: m}
+		}},
+		{"retryhttp+budget+breaker", func(base http.RoundTripper) http.RoundTripper {
+			b, err := retryhttp.NewBreaker(retryhttp.BreakerSettings{})
+			if err != nil {
+				panic(err)
+			}
+			return &retryhttp.Transport{Base: base, Policy: noWait, Budget: retryhttp.NewBudget(0.1, 10), Breaker: b}
+		}},
+		{"go-retryablehttp", func(base http.RoundTripper) http.RoundTripper {
+			c := retryablehttp.NewClient()
+			c.HTTPClient = &http.Client{Transport: base}
+			c.Logger = nil
+			c.RetryMax = 3
+			c.RetryWaitMin, c.RetryWaitMax = 0, 0
+			return &retryablehttp.RoundTripper{Client: c}
+		}},
+		{"failsafehttp", func(base http.RoundTripper) http.RoundTripper {
+			return failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(3).WithDelay(0).Build())
+		}},
+	}
+}
+
+// Competitors are the libraries other than bare and retryhttp's variants.
+func Competitors() []Lib {
+	var out []Lib
+	for _, l := range Libs() {
+		if l.Name == "go-retryablehttp" || l.Name == "failsafehttp" || l.Name == "retryhttp" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
