@@ -129,3 +129,26 @@ func ExampleTransport_logger() {
 	// level=INFO msg="retryhttp: retrying" method=GET path=/items attempt=1 reason=503 wait=10ms
 	// level=INFO msg="retryhttp: retrying" method=GET path=/items attempt=2 reason=503 wait=20ms
 }
+
+// OnRetry feeds every retry decision to your own telemetry; an injected
+// Idempotency-Key is visible on e.Request.
+func ExampleTransport_onRetry() {
+	srv := flaky()
+	defer srv.Close()
+	client := &http.Client{Transport: &retryhttp.Transport{
+		Policy: retryhttp.Policy{BaseDelay: 10 * time.Millisecond, Jitter: retryhttp.NoJitter},
+		OnRetry: func(e retryhttp.RetryEvent) {
+			fmt.Printf("attempt %d: %s, retrying in %v\n", e.Attempt, e.Reason, e.Wait)
+		},
+	}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	fmt.Println("final:", resp.StatusCode)
+	// Output:
+	// attempt 1: 503, retrying in 10ms
+	// attempt 2: 503, retrying in 20ms
+	// final: 200
+}

@@ -183,3 +183,22 @@ func Example_honoursKeysButLosesResponses() {
 	fmt.Println(resp.StatusCode, "replayed:", resp.Header.Get("Idempotent-Replayed"), "effects:", effects.Total())
 	// Output: 201 replayed: true effects: 1
 }
+
+// Respond: any status, headers and body; here a redirect the client
+// follows.
+func ExampleRespond() {
+	srv, _ := retryhttptest.NewServer(retryhttptest.Script{
+		"/old": {retryhttptest.Respond(http.StatusMovedPermanently, http.Header{"Location": {"/new"}}, "")},
+		"/new": {retryhttptest.Status(200)},
+	}, retryhttptest.Options{})
+	defer srv.Close()
+
+	resp, err := newClient(srv, &retryhttp.Transport{Policy: quick}).Get(srv.URL + "/old")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, resp.Request.URL.Path)
+	// Output: 200 /new
+}
