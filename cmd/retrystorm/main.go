@@ -22,6 +22,9 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// errReported is a flag error the flag package has already printed.
+var errReported = errors.New("bad flags")
+
 // config is what the flags say.
 type config struct {
 	sim        bool
@@ -51,7 +54,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, errReported // the flag package has printed it, with the usage
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -121,6 +127,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	c, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	if errors.Is(err, errReported) {
+		return 2
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "retrystorm: %v\n", err)
