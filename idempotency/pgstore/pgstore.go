@@ -69,7 +69,7 @@ type Store struct {
 	pool  *pgxpool.Pool
 	table string // as given, validated
 
-	claim, read, complete, release, sweep string
+	claim, complete, release, sweep string
 }
 
 // New returns a Store on table ("" means DefaultTable; "schema.table" is
@@ -90,15 +90,23 @@ func New(pool *pgxpool.Pool, table string) (*Store, error) {
 		table: table,
 		// An expired row is taken over as if absent; a live one is left
 		// alone, and then read back. $4 and $7 are microseconds.
-		claim: `INSERT INTO ` + t + ` AS r (key, fingerprint, owner, expires_at)
-VALUES ($1, $2, $3, now() + $4 * interval '1 microsecond')
-ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, owner = EXCLUDED.owner,
-	done = false, status = NULL, header = NULL, body = NULL, too_large = false,
-	expires_at = EXCLUDED.expires_at, created_at = now()
-WHERE r.expires_at <= now()
-RETURNING true`,
-		read: `SELECT fingerprint, done, status, header, body, too_large FROM ` + t + `
-WHERE key = $1 AND expires_at > now()`,
+		// One round trip: take the key if it is free or expired, otherwise
+		// read the live record. The read sees the statement's snapshot, so
+		// a record committed by a concurrent claimer after it began is not
+		// seen; then no row comes back, and Claim asks again.
+		claim: `WITH taken AS (
+	INSERT INTO ` + t + ` AS r (key, fingerprint, owner, expires_at)
+	VALUES ($1, $2, $3, now() + $4 * interval '1 microsecond')
+	ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, owner = EXCLUDED.owner,
+		done = false, status = NULL, header = NULL, body = NULL, too_large = false,
+		expires_at = EXCLUDED.expires_at, created_at = now()
+	WHERE r.expires_at <= now()
+	RETURNING 1
+)
+SELECT true, '', false, NULL::integer, NULL::jsonb, NULL::bytea, false FROM taken
+UNION ALL
+SELECT false, fingerprint, done, status, header, body, too_large FROM ` + t + `
+WHERE key = $1 AND expires_at > now() AND NOT EXISTS (SELECT 1 FROM taken)`,
 		complete: `UPDATE ` + t + ` SET done = true, status = $3, header = $4, body = $5, too_large = $6,
 	expires_at = now() + $7 * interval '1 microsecond'
 WHERE key = $1 AND owner = $2 AND NOT done AND expires_at > now()`,
@@ -127,57 +135,45 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 
 // Claim implements idempotency.Store.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock time.Duration) (*idempotency.Record, error) {
-	// A live row can vanish between the claim and the read (released, or
-	// expired); then the key is free again, so claim again.
+	// A live row can vanish or appear between our snapshot and the
+	// conflict check (released, expired, or committed by a concurrent
+	// claimer); then nothing comes back and the key is asked for again.
 	for range 5 {
-		var ok bool
-		err := s.pool.QueryRow(ctx, s.claim, key, fingerprint, owner, lock.Microseconds()).Scan(&ok)
-		if err == nil {
-			return nil, nil
+		var (
+			taken    bool
+			rec      idempotency.Record
+			done     bool
+			status   *int32
+			header   []byte
+			body     []byte
+			tooLarge bool
+		)
+		err := s.pool.QueryRow(ctx, s.claim, key, fingerprint, owner, lock.Microseconds()).
+			Scan(&taken, &rec.Fingerprint, &done, &status, &header, &body, &tooLarge)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil {
 			return nil, fmt.Errorf("pgstore: claim: %w", err)
 		}
-		rec, err := s.readRecord(ctx, key)
-		if err != nil {
-			return nil, err
+		if taken {
+			return nil, nil
 		}
-		if rec != nil {
-			return rec, nil
+		if done {
+			resp := &idempotency.Response{Body: body, TooLarge: tooLarge}
+			if status != nil {
+				resp.Status = int(*status)
+			}
+			if len(header) > 0 {
+				if err := json.Unmarshal(header, &resp.Header); err != nil {
+					return nil, fmt.Errorf("pgstore: malformed header of %s: %w", key, err)
+				}
+			}
+			rec.Response = resp
 		}
+		return &rec, nil
 	}
 	return nil, errors.New("pgstore: claim: key changed hands too often; retry")
-}
-
-func (s *Store) readRecord(ctx context.Context, key string) (*idempotency.Record, error) {
-	var (
-		rec      idempotency.Record
-		done     bool
-		status   *int32
-		header   []byte
-		body     []byte
-		tooLarge bool
-	)
-	err := s.pool.QueryRow(ctx, s.read, key).Scan(&rec.Fingerprint, &done, &status, &header, &body, &tooLarge)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: read: %w", err)
-	}
-	if done {
-		resp := &idempotency.Response{Body: body, TooLarge: tooLarge}
-		if status != nil {
-			resp.Status = int(*status)
-		}
-		if len(header) > 0 {
-			if err := json.Unmarshal(header, &resp.Header); err != nil {
-				return nil, fmt.Errorf("pgstore: malformed header of %s: %w", key, err)
-			}
-		}
-		rec.Response = resp
-	}
-	return &rec, nil
 }
 
 // execer is what Complete needs of a pool or a transaction.
