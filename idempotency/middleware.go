@@ -9,8 +9,17 @@
 // payload (with Idempotent-Replayed: true). A retry that arrives while the
 // first is still running gets 409 with Retry-After. The same key with a
 // different payload gets 422. Only final answers are stored (2xx, and 4xx
-// other than 408, 409 and 429); after a 5xx, a timeout status, a panic or a
-// store error the claim is released so that the retry runs again.
+// other than 408, 409 and 429); after a 5xx, a timeout status or a panic
+// the claim is released so that the retry runs again. A store that fails
+// before the handler runs gets 503 and the handler never runs unprotected.
+// A store that fails to record the response after the handler ran (and
+// outside transactional mode) keeps the claim until LockTimeout instead of
+// releasing it: the effect has happened, and a released key would let the
+// retry cause it again.
+//
+// Responses are buffered until they are stored, so a handler that flushes
+// early is delivered in one piece at the end (see MaxResponseBytes for
+// large ones).
 //
 // Keys are scoped. By default the scope is a hash of the Authorization
 // header, so two callers can never read each other's stored responses.
