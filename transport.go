@@ -123,6 +123,10 @@ func (t *Transport) CloseIdleConnections() {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeRequestBody(req)
+		return nil, errors.New("retryhttp: nil Request.URL")
+	}
 	p, err := t.Policy.resolve()
 	if err != nil {
 		closeRequestBody(req)

@@ -457,6 +457,13 @@ func TestWhatTheCallerGets(t *testing.T) {
 		assert.ErrorIs(t, err, syscall.ECONNRESET)
 		assert.Contains(t, err.Error(), "4 attempt(s)")
 	})
+	t.Run("nil URL is an error, not a panic", func(t *testing.T) {
+		b, _ := NewBreaker(BreakerSettings{})
+		body := &closeTracker{Reader: strings.NewReader("x")}
+		_, err := (&Transport{Base: script(status(200)), Breaker: b}).RoundTrip(&http.Request{Method: "POST", Body: body})
+		assert.ErrorContains(t, err, "nil Request.URL")
+		assert.True(t, body.closed)
+	})
 	t.Run("invalid policy", func(t *testing.T) {
 		for _, p := range []Policy{{MaxAttempts: -1}, {BaseDelay: -1}, {MaxDelay: -1}, {MaxElapsed: -1}, {AttemptTimeout: -1}, {MaxRetryAfter: -1}, {MaxBufferedBody: -1}, {Jitter: 9}} {
 			body := &closeTracker{Reader: strings.NewReader("x")}
