@@ -37,11 +37,16 @@ func (d Decision) String() string {
 	return "Decision(" + strconv.Itoa(int(d)) + ")"
 }
 
-// DefaultRetryStatuses are the statuses retried when Transport.RetryStatuses
-// is nil: the ones that say "this failed, and may work if you try again"
-// (RFC 9110 §15.5.9, §15.6.3-5; RFC 6585 §4). 500 and 501 are absent: they
-// usually mean a bug or a missing feature, which a retry does not fix.
-var DefaultRetryStatuses = []int{
+// DefaultRetryStatuses returns the statuses retried when
+// Transport.RetryStatuses is nil, as a new slice to extend:
+// append(retryhttp.DefaultRetryStatuses(), 500).
+func DefaultRetryStatuses() []int { return append([]int(nil), defaultRetryStatuses...) }
+
+// defaultRetryStatuses are the ones that say "this failed, and may work if
+// you try again" (RFC 9110 §15.5.9, §15.6.3-5; RFC 6585 §4). 500 and 501 are
+// absent: they usually mean a bug or a missing feature, which a retry does
+// not fix.
+var defaultRetryStatuses = []int{
 	http.StatusRequestTimeout,     // 408
 	http.StatusTooManyRequests,    // 429
 	http.StatusBadGateway,         // 502
@@ -61,7 +66,7 @@ const (
 func (t *Transport) retryableStatus(status int, hasKey bool) bool {
 	statuses := t.RetryStatuses
 	if statuses == nil {
-		statuses = DefaultRetryStatuses
+		statuses = defaultRetryStatuses
 	}
 	for _, s := range statuses {
 		if s == status {

@@ -64,7 +64,8 @@ type Transport struct {
 	InjectIdempotencyKey bool
 
 	// RetryStatuses replaces the response statuses that are retried. nil
-	// means DefaultRetryStatuses; an empty non-nil slice retries none.
+	// means DefaultRetryStatuses(): 408, 429, 502, 503, 504. An empty
+	// non-nil slice retries no status.
 	RetryStatuses []int
 
 	// ShouldRetry, if set, is asked first about every attempt's outcome:

@@ -173,6 +173,14 @@ func TestRetryStatusesAndShouldRetry(t *testing.T) {
 		assert.Equal(t, 503, resp.StatusCode, "503 is no longer in the set")
 		assert.Equal(t, 2, base.attempts())
 	})
+	t.Run("defaults extended", func(t *testing.T) {
+		statuses := append(DefaultRetryStatuses(), 500)
+		assert.Equal(t, []int{408, 429, 502, 503, 504}, DefaultRetryStatuses(), "a copy: extending it changes nothing shared")
+		base := script(status(500), status(503), status(200))
+		resp, err := (&Transport{Base: base, Policy: noWait, RetryStatuses: statuses}).RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+	})
 	t.Run("empty set retries no status", func(t *testing.T) {
 		base := script(status(503), status(200))
 		tr := &Transport{Base: base, Policy: noWait, RetryStatuses: []int{}}
