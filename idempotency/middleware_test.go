@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -386,5 +387,48 @@ func TestMemoryStoreTTL(t *testing.T) {
 		time.Sleep(time.Second)
 		rec, _ = s.Claim(ctx, "k", "fp", "o2", time.Minute)
 		assert.Nil(t, rec, "expired exactly at retention")
+	})
+}
+
+// FuzzParseKey: any header value is either rejected or yields a key of 1 to
+// 255 printable bytes; a valid bare token is its own key.
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{`abc`, `"abc"`, `"a\"b"`, ``, `"`, `a b`, strings.Repeat("k", 256)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		k, err := parseKey(v)
+		if err != nil {
+			return
+		}
+		if len(k) == 0 || len(k) > MaxKeyLength {
+			t.Fatalf("%q: key of %d bytes", v, len(k))
+		}
+		for i := 0; i < len(k); i++ {
+			if k[i] < 0x20 || k[i] > 0x7e {
+				t.Fatalf("%q: key has byte 0x%02x", v, k[i])
+			}
+		}
+		if trimmed := strings.Trim(v, " \t"); !strings.HasPrefix(trimmed, `"`) && k != trimmed {
+			t.Fatalf("%q: bare token became %q", v, k)
+		}
+	})
+}
+
+// FuzzCanonicalJSON: canonicalisation is idempotent, so two requests that
+// differ only in formatting always fingerprint alike.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{`{"b":1,"a":[1,2,{"d":null,"c":"x"}]}`, `[1.0, 1e3, -0]`, `"\u00e9"`, `{"a":1} {"b":2}`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, ok := canonicalJSON(body)
+		if !ok {
+			return
+		}
+		c2, ok := canonicalJSON(c)
+		if !ok || !bytes.Equal(c, c2) {
+			t.Fatalf("%q -> %q -> %q (ok=%v)", body, c, c2, ok)
+		}
 	})
 }
