@@ -120,12 +120,11 @@ func transientError(err error) (transient, nothingSent bool, trigger string) {
 	var opErr *net.OpError
 	dial := errors.As(err, &opErr) && opErr.Op == "dial"
 	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case isAny(err, errConnRefused):
 		return true, true, triggerNetwork
-	case dial && (errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH)):
+	case dial && isAny(err, errUnreachable):
 		return true, true, triggerNetwork
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
-		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+	case isAny(err, errConnBroken), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return true, dial, triggerNetwork
 	}
 	var streamErr h2StreamError
@@ -144,6 +143,23 @@ func transientError(err error) (transient, nothingSent bool, trigger string) {
 		return true, dial, triggerTimeout
 	}
 	return false, false, ""
+}
+
+// The errno families the classifier knows; on Windows they include the
+// WSA codes, which are different numbers (see errno_windows.go).
+var (
+	errConnRefused = append([]error{syscall.ECONNREFUSED}, osConnRefused...)
+	errUnreachable = append([]error{syscall.ENETUNREACH, syscall.EHOSTUNREACH}, osUnreachable...)
+	errConnBroken  = append([]error{syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE}, osConnBroken...)
+)
+
+func isAny(err error, targets []error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
 }
 
 func isCertificateError(err error) bool {
