@@ -32,7 +32,7 @@ type RetryEvent struct {
 // event reports a retry decision to the hook, the logger and the metrics.
 func (t *Transport) event(ctx context.Context, e RetryEvent) {
 	if e.GiveUp == "" {
-		t.Metrics.retry(e.Reason, e.Wait.Seconds())
+		t.Metrics.retry(e.Request.URL, e.Reason, e.Wait.Seconds())
 	}
 	if t.OnRetry != nil {
 		t.OnRetry(e)

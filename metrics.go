@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 
@@ -31,6 +32,9 @@ import (
 // Outcomes: success (a final status below 400), status (a final status of
 // 400 or more that was not retried), error (an error that was not retried),
 // canceled (the caller's context ended), and each give-up reason.
+//
+// WithHostLabel adds a host label (scheme://host:port) to requests_total,
+// retries_total and give_ups_total.
 type Metrics struct {
 	requests    *prometheus.CounterVec
 	attempts    *prometheus.CounterVec
@@ -39,8 +43,53 @@ type Metrics struct {
 	perRequest  prometheus.Histogram
 	backoff     prometheus.Histogram
 	circuits    *circuitCollector
-	requestsHot [len(methods)][len(outcomes)]prometheus.Counter
+	requestsHot [len(methods)][len(outcomes)]prometheus.Counter // nil with a host label
 	attemptsHot [10]prometheus.Counter
+	hosts       *hostLabels // nil unless WithHostLabel
+}
+
+// MetricsOption changes what NewMetrics creates.
+type MetricsOption func(*metricsOptions)
+
+type metricsOptions struct{ maxHosts int }
+
+// WithHostLabel adds a host label to requests_total, retries_total and
+// give_ups_total, for at most maxHosts distinct hosts; requests to any
+// further host are labelled "other", so a client that calls many hosts
+// cannot grow the series without bound. Off by default: a label per host
+// multiplies the series, and each labelled update costs a lookup.
+func WithHostLabel(maxHosts int) MetricsOption {
+	return func(o *metricsOptions) { o.maxHosts = maxHosts }
+}
+
+// hostLabels hands out the host label of a URL, bounded.
+type hostLabels struct {
+	max  int
+	seen sync.Map // hostID -> string
+	mu   sync.Mutex
+	n    int // labels handed out; guarded by mu
+}
+
+// otherHost labels the hosts past WithHostLabel's bound.
+const otherHost = "other"
+
+func (h *hostLabels) label(u *url.URL) string {
+	id := hostOf(u)
+	if v, ok := h.seen.Load(id); ok {
+		return v.(string)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if v, ok := h.seen.Load(id); ok {
+		return v.(string)
+	}
+	if h.n >= h.max {
+		return otherHost
+	}
+	label := id.String()
+	h.seen.Store(id, label)
+	h.n++
+	return label
 }
 
 var methods = [...]string{
@@ -119,17 +168,31 @@ func outcomeIndex(o string) int {
 
 // NewMetrics creates the collectors and registers them on reg. It never
 // touches the global registry unless reg is prometheus.DefaultRegisterer.
-// If reg already holds retryhttp collectors, they are reused.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// If reg already holds retryhttp collectors with the same labels, they are
+// reused; with other labels (one NewMetrics with WithHostLabel, one
+// without) it is an error.
+func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, error) {
 	if reg == nil {
 		return nil, errors.New("retryhttp: NewMetrics: nil Registerer")
 	}
+	var o metricsOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	m := &Metrics{}
+	requestLabels, reasonLabels := []string{"method", "outcome"}, []string{"reason"}
+	if o.maxHosts != 0 {
+		if o.maxHosts < 0 {
+			return nil, fmt.Errorf("retryhttp: NewMetrics: WithHostLabel(%d): the bound must be positive", o.maxHosts)
+		}
+		m.hosts = &hostLabels{max: o.maxHosts}
+		requestLabels, reasonLabels = append(requestLabels, "host"), append(reasonLabels, "host")
+	}
 	var err error
 	if m.requests, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retryhttp_requests_total",
 		Help: "Logical requests (RoundTrip calls) by method and final outcome.",
-	}, []string{"method", "outcome"})); err != nil {
+	}, requestLabels)); err != nil {
 		return nil, err
 	}
 	if m.attempts, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -141,13 +204,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if m.retries, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retryhttp_retries_total",
 		Help: "Retries scheduled, by trigger: the status code, network or timeout.",
-	}, []string{"reason"})); err != nil {
+	}, reasonLabels)); err != nil {
 		return nil, err
 	}
 	if m.giveUps, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retryhttp_give_ups_total",
 		Help: "Retryable failures that were not retried, by reason.",
-	}, []string{"reason"})); err != nil {
+	}, reasonLabels)); err != nil {
 		return nil, err
 	}
 	if m.perRequest, err = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -167,9 +230,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if m.circuits, err = register(reg, &circuitCollector{breakers: map[*Breaker]bool{}}); err != nil {
 		return nil, err
 	}
-	for i, method := range methods {
-		for j, outcome := range outcomes {
-			m.requestsHot[i][j] = m.requests.WithLabelValues(method, outcome)
+	if m.hosts == nil {
+		for i, method := range methods {
+			for j, outcome := range outcomes {
+				m.requestsHot[i][j] = m.requests.WithLabelValues(method, outcome)
+			}
 		}
 	}
 	for i := range m.attemptsHot {
@@ -209,25 +274,38 @@ func (m *Metrics) attempt(n int) {
 	m.attemptsHot[min(n, 10)-1].Inc()
 }
 
-func (m *Metrics) retry(trigger string, wait float64) {
+func (m *Metrics) retry(u *url.URL, trigger string, wait float64) {
 	if m == nil {
 		return
 	}
-	m.retries.WithLabelValues(trigger).Inc()
+	if m.hosts != nil {
+		m.retries.WithLabelValues(trigger, m.hosts.label(u)).Inc()
+	} else {
+		m.retries.WithLabelValues(trigger).Inc()
+	}
 	m.backoff.Observe(wait)
 }
 
-func (m *Metrics) request(method, outcome string, attempts int) {
+func (m *Metrics) request(u *url.URL, method, outcome string, attempts int) {
 	if m == nil {
 		return
 	}
-	if j := outcomeIndex(outcome); j >= 0 {
-		m.requestsHot[methodIndex(method)][j].Inc()
-	}
+	j := outcomeIndex(outcome)
 	if attempts > 0 {
 		m.perRequest.Observe(float64(attempts))
 	}
-	if j := outcomeIndex(outcome); j > outcomeIndex(outcomeCanceled) {
+	if m.hosts != nil {
+		host := m.hosts.label(u)
+		m.requests.WithLabelValues(methods[methodIndex(method)], outcome, host).Inc()
+		if j > outcomeIndex(outcomeCanceled) {
+			m.giveUps.WithLabelValues(outcome, host).Inc()
+		}
+		return
+	}
+	if j >= 0 {
+		m.requestsHot[methodIndex(method)][j].Inc()
+	}
+	if j > outcomeIndex(outcomeCanceled) {
 		m.giveUps.WithLabelValues(outcome).Inc()
 	}
 }

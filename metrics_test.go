@@ -227,3 +227,29 @@ func TestMetricsIndexTables(t *testing.T) {
 	}
 	assert.Equal(t, -1, outcomeIndex("nope"))
 }
+
+func TestMetricsHostLabel(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, WithHostLabel(2))
+	require.NoError(t, err)
+	for _, u := range []string{"http://a.test/x", "http://a.test:80/y", "https://b.test/", "http://c.test/", "http://d.test/"} {
+		req, _ := http.NewRequest("GET", u, nil)
+		resp, err := (&Transport{Base: script(status(503), status(200)), Policy: noWait, Metrics: m}).RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	f := scrape(t, reg)
+	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=http://a.test:80", "outcome=success"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "host=https://b.test:443", "outcome=success"))
+	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=other", "outcome=success"), "hosts past the bound")
+	assert.Equal(t, 2.0, value(f, "retryhttp_retries_total", "host=other", "reason=503"))
+	assert.Equal(t, -1.0, value(f, "retryhttp_requests_total", "host=http://c.test:80"))
+
+	_, err = NewMetrics(reg) // same names, other labels
+	assert.ErrorContains(t, err, "retryhttp: NewMetrics")
+	_, err = NewMetrics(prometheus.NewRegistry(), WithHostLabel(-1))
+	assert.ErrorContains(t, err, "must be positive")
+	shared, err := NewMetrics(reg, WithHostLabel(2))
+	require.NoError(t, err, "same labels: shared")
+	assert.NotNil(t, shared)
+}

@@ -271,7 +271,7 @@ func (t *Transport) finish(req *http.Request, resp *http.Response, err error, at
 	default:
 		outcome = outcomeStatus
 	}
-	t.Metrics.request(req.Method, outcome, attempts)
+	t.Metrics.request(req.URL, req.Method, outcome, attempts)
 	if err != nil {
 		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err}
 	}
