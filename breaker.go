@@ -96,6 +96,18 @@ type hostCircuit struct {
 	lastUsed atomic.Int64 // unix nanoseconds, for eviction
 }
 
+// touchEvery is the resolution of a circuit's last use: eviction only needs
+// to tell recent hosts from stale ones, and not writing the shared field on
+// every attempt keeps goroutines calling one host off each other's cache
+// line.
+const touchEvery = 100 * time.Millisecond
+
+func (hc *hostCircuit) touch(now time.Time) {
+	if t := now.UnixNano(); t-hc.lastUsed.Load() >= int64(touchEvery) {
+		hc.lastUsed.Store(t)
+	}
+}
+
 // NewBreaker returns a Breaker with the given settings, rejecting negative
 // durations and sizes.
 func NewBreaker(s BreakerSettings) (*Breaker, error) {
@@ -131,7 +143,7 @@ var (
 func (b *Breaker) circuit(id hostID, now time.Time) *hostCircuit {
 	if v, ok := b.circuits.Load(id); ok {
 		hc := v.(*hostCircuit)
-		hc.lastUsed.Store(now.UnixNano())
+		hc.touch(now)
 		return hc
 	}
 	b.mu.Lock()
@@ -143,7 +155,7 @@ func (b *Breaker) circuit(id hostID, now time.Time) *hostCircuit {
 		b.evictOldest()
 	}
 	hc := &hostCircuit{id: id, name: id.String()}
-	hc.lastUsed.Store(now.UnixNano())
+	hc.touch(now)
 	hc.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        hc.name,
 		MaxRequests: b.settings.Probes,

@@ -657,9 +657,7 @@ func TestIdempotencyKeys(t *testing.T) {
 // TestConcurrentUse: behaviour 9, under -race.
 func TestConcurrentUse(t *testing.T) {
 	base := script(status(503), status(200))
-	tr := &Transport{InjectIdempotencyKey: true, Policy: noWait, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		return base.RoundTrip(r)
-	})}
+	tr := &Transport{InjectIdempotencyKey: true, Policy: noWait, Base: base}
 	done := make(chan struct{})
 	for range 16 {
 		go func() {

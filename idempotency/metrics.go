@@ -22,6 +22,7 @@ const (
 // nothing. NewMetrics twice on one registry shares the series.
 type Metrics struct {
 	requests *prometheus.CounterVec
+	byResult map[string]prometheus.Counter // resolved once, read-only after
 }
 
 // NewMetrics registers idempotency_requests_total{result} on reg.
@@ -44,14 +45,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 		c = existing
 	}
+	m := &Metrics{requests: c, byResult: map[string]prometheus.Counter{}}
 	for _, r := range []string{ResultNew, ResultReplayed, ResultInFlight, ResultMismatch, ResultMissingKey, ResultInvalidKey, ResultStoreError} {
-		c.WithLabelValues(r) // expose zeros, so rate() works from the start
+		m.byResult[r] = c.WithLabelValues(r) // also exposes zeros, so rate() works from the start
 	}
-	return &Metrics{requests: c}, nil
+	return m, nil
 }
 
 func (m *Metrics) count(result string) {
 	if m != nil {
-		m.requests.WithLabelValues(result).Inc()
+		m.byResult[result].Inc()
 	}
 }

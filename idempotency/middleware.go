@@ -209,6 +209,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		rec, err := m.opts.Store.Claim(ctx, k, fp, owner, m.opts.LockTimeout)
 		if err != nil {
+			m.opts.Metrics.count(ResultStoreError)
 			m.storeError(w, r, "claim", err)
 			return
 		}
@@ -227,39 +228,47 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 		if !m.opts.WaitForResult {
-			m.opts.Metrics.count(ResultInFlight)
-			w.Header().Set("Retry-After", "1")
-			problem(w, http.StatusConflict, "request in progress",
-				"a request with this Idempotency-Key is still being processed; retry later")
+			m.inFlight(w, "a request with this Idempotency-Key is still being processed; retry later")
 			return
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			m.opts.Metrics.count(ResultInFlight)
-			w.Header().Set("Retry-After", "1")
-			problem(w, http.StatusConflict, "request in progress", "gave up waiting for the request with this Idempotency-Key")
+			m.inFlight(w, "gave up waiting for the request with this Idempotency-Key")
 			return
 		case <-t.C:
 		}
 	}
-	m.opts.Metrics.count(ResultNew)
 	m.run(w, r, next, k, owner)
 }
 
 // run executes the handler under owner's claim on k and stores or releases
-// the outcome.
+// the outcome. It counts one result for the request, however it ends.
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, k, owner string) {
+	result := ResultNew
+	defer func() { m.opts.Metrics.count(result) }()
 	// Store operations after the handler use a context that outlives a
 	// client that hung up: the effect happened, its record must be kept.
 	bg := context.WithoutCancel(r.Context())
 	var tx Tx
+	// abandon undoes the attempt so that a retry runs the handler again:
+	// the transaction's writes, then the claim. A failed release is only
+	// logged: the claim frees itself after LockTimeout.
+	abandon := func() {
+		if tx != nil {
+			tx.Rollback(bg)
+		}
+		if err := m.opts.Store.Release(bg, k, owner); err != nil {
+			m.log(r, "release", err)
+		}
+	}
 	if m.tx != nil {
 		var ctx context.Context
 		var err error
 		if tx, ctx, err = m.tx.Begin(r.Context(), k, owner); err != nil {
-			m.opts.Store.Release(bg, k, owner)
+			abandon()
+			result = ResultStoreError
 			m.storeError(w, r, "begin", err)
 			return
 		}
@@ -268,49 +277,36 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	rec := newRecorder(w, m.opts.MaxResponseBytes, tx != nil)
 	finished := false
 	defer func() {
-		if finished {
-			return
+		if !finished { // the handler panicked: undo, then let the panic go on
+			abandon()
 		}
-		// The handler panicked: undo and let the retry run, then re-panic.
-		if tx != nil {
-			tx.Rollback(bg)
-		}
-		m.opts.Store.Release(bg, k, owner)
 	}()
 	next.ServeHTTP(rec, r)
 	finished = true
 
-	status := rec.statusCode()
-	if rec.overflow {
-		tx.Rollback(bg)
-		m.opts.Store.Release(bg, k, owner)
+	switch {
+	case rec.overflow:
+		abandon()
 		problem(w, http.StatusInternalServerError, "response too large",
 			fmt.Sprintf("the response exceeded %d bytes and could not be recorded; nothing was committed", m.opts.MaxResponseBytes))
 		return
-	}
-	if !terminal(status) {
-		if tx != nil {
-			tx.Rollback(bg)
-		}
-		if err := m.opts.Store.Release(bg, k, owner); err != nil {
-			m.log(r, "release", err) // the claim frees itself after LockTimeout
-		}
-		rec.send()
-		return
-	}
-	resp := rec.response()
-	if tx != nil {
-		if err := tx.Commit(bg, resp, m.opts.Retention); err != nil {
+	case !terminal(rec.statusCode()):
+		abandon()
+	case tx != nil:
+		if err := tx.Commit(bg, rec.response(), m.opts.Retention); err != nil {
 			// Rolled back: no effect, no record. Free the key for the retry.
-			m.opts.Store.Release(bg, k, owner)
+			abandon()
+			result = ResultStoreError
 			m.storeError(w, r, "commit", err)
 			return
 		}
-	} else if err := m.opts.Store.Complete(bg, k, owner, resp, m.opts.Retention); err != nil {
-		// The effect happened and cannot be undone. Keep the claim (it
-		// expires after LockTimeout) and give the client its answer.
-		m.log(r, "complete", err)
-		m.opts.Metrics.count(ResultStoreError)
+	default:
+		if err := m.opts.Store.Complete(bg, k, owner, rec.response(), m.opts.Retention); err != nil {
+			// The effect happened and cannot be undone. Keep the claim (it
+			// expires after LockTimeout) and give the client its answer.
+			result = ResultStoreError
+			m.log(r, "complete", err)
+		}
 	}
 	rec.send()
 }
@@ -345,9 +341,16 @@ func replay(w http.ResponseWriter, resp *Response) {
 	w.Write(resp.Body)
 }
 
+// inFlight answers 409: the key's first request is still running.
+func (m *Middleware) inFlight(w http.ResponseWriter, detail string) {
+	m.opts.Metrics.count(ResultInFlight)
+	w.Header().Set("Retry-After", "1")
+	problem(w, http.StatusConflict, "request in progress", detail)
+}
+
+// storeError answers a request the store failed, after logging why.
 func (m *Middleware) storeError(w http.ResponseWriter, r *http.Request, op string, err error) {
 	m.log(r, op, err)
-	m.opts.Metrics.count(ResultStoreError)
 	w.Header().Set("Retry-After", "1")
 	problem(w, http.StatusServiceUnavailable, "idempotency store unavailable",
 		"the request was not processed; retry later")

@@ -236,10 +236,19 @@ func TestStoreErrorsFailClosed(t *testing.T) {
 	// Complete fails after the effect: the client still gets its answer,
 	// and the claim stays, so a retry within LockTimeout gets 409, not a
 	// second effect.
-	h = newMiddleware(t, Options{Store: failingStore{NewMemoryStore(0), "complete"}}).Handler(c.handler(201))
+	reg2 := prometheus.NewRegistry()
+	metrics2, _ := NewMetrics(reg2)
+	h = newMiddleware(t, Options{Store: failingStore{NewMemoryStore(0), "complete"}, Metrics: metrics2}).Handler(c.handler(201))
 	assert.Equal(t, 201, call(h, "POST", "k", `{}`, nil).Code)
 	assert.Equal(t, 409, call(h, "POST", "k", `{}`, nil).Code)
 	assert.Equal(t, 1, c.count())
+	total := 0.0
+	for _, c := range metrics2.byResult {
+		total += testutil.ToFloat64(c)
+	}
+	assert.Equal(t, 2.0, total, "one result per request")
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics2.requests.WithLabelValues(ResultStoreError)))
+	assert.Equal(t, 0.0, testutil.ToFloat64(metrics2.requests.WithLabelValues(ResultNew)))
 }
 
 func TestMismatchAndInFlight(t *testing.T) {

@@ -1,6 +1,7 @@
 package retryhttptest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -107,13 +108,28 @@ func TestSteps(t *testing.T) {
 }
 
 func TestStepAfterDelaysAndGivesUpWithTheClient(t *testing.T) {
-	srv := Start(t, Script{"/": {Status(200).After(60 * time.Millisecond)}}, Options{})
+	srv := Start(t, Script{"/": {Status(200).After(60 * time.Millisecond), Status(200).After(time.Hour)}}, Options{})
+	defer http.DefaultClient.CloseIdleConnections()
 	start := time.Now()
 	resp, err := http.Get(srv.URL)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.GreaterOrEqual(t, time.Since(start), 60*time.Millisecond)
-	http.DefaultClient.CloseIdleConnections()
+
+	// A client that gives up ends the hour-long delay: Close, which waits
+	// for every handler, returns at once.
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	_, err = http.DefaultClient.Do(req)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	closed := make(chan struct{})
+	go func() { srv.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the delayed handler outlived its client")
+	}
 }
 
 func TestScriptOrderAndRoutes(t *testing.T) {
