@@ -15,7 +15,7 @@ echo "machine: $(go version), $(nproc) cores, $(grep -m1 'model name' /proc/cpui
 echo "running: go test -bench . -count $count -benchtime $benchtime (results in bench/$out)"
 go test -run '^$' -bench . -count "$count" -benchtime "$benchtime" . > "$out"
 echo
-go tool benchstat -col /lib "$out"
+go run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da -col /lib "$out"
 echo
 echo "64 MiB streamed upload (known length, no GetBody):"
 go run ./cmd/peakheap
