@@ -100,6 +100,38 @@ func discard(resp *http.Response) {
 	resp.Body.Close()
 }
 
+// keep makes a response that may still be returned after a wait readable
+// then without holding its connection meanwhile: up to maxDrain bytes of
+// the body are read into memory and, when that is all of it, the
+// connection is released. A longer body keeps its connection until the
+// response is returned or discarded (closing it then costs the connection,
+// as discard would have).
+func keep(resp *http.Response) *http.Response {
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain+1))
+	switch {
+	case err != nil:
+		resp.Body.Close()
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(buf), errReader{err}))
+	case len(buf) <= maxDrain:
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(buf))
+	default:
+		resp.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf), resp.Body), Closer: resp.Body}
+	}
+	return resp
+}
+
+// prefixedBody is a body whose first bytes were read ahead.
+type prefixedBody struct {
+	io.Reader
+	io.Closer
+}
+
+// errReader replays a read error after the bytes read before it.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
 // cancelBody releases an attempt's context when the caller is done with the
 // response body, which must stay readable after RoundTrip returns.
 type cancelBody struct {

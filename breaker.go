@@ -10,11 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
+	"github.com/retryhttp/retryhttp/internal/circuit"
 )
 
-// ErrCircuitOpen is returned, wrapped, when a Breaker refuses an attempt:
-// the host failed too often and has not recovered yet. Nothing was sent.
+// ErrCircuitOpen is returned, wrapped in a *RetryError, when a Breaker
+// refuses the first attempt of a request: the host failed too often and has
+// not recovered yet. Nothing was sent.
 var ErrCircuitOpen = errors.New("retryhttp: circuit open")
 
 // CircuitState is the state of one host's circuit.
@@ -22,11 +23,11 @@ type CircuitState int
 
 const (
 	// CircuitClosed: attempts flow; failures are counted.
-	CircuitClosed CircuitState = iota
+	CircuitClosed = CircuitState(circuit.Closed)
 	// CircuitHalfOpen: a few probe attempts decide whether to close.
-	CircuitHalfOpen
+	CircuitHalfOpen = CircuitState(circuit.HalfOpen)
 	// CircuitOpen: attempts fail fast with ErrCircuitOpen.
-	CircuitOpen
+	CircuitOpen = CircuitState(circuit.Open)
 )
 
 func (s CircuitState) String() string {
@@ -45,23 +46,36 @@ func (s CircuitState) String() string {
 // its comment.
 type BreakerSettings struct {
 	// Failures is the number of consecutive failed attempts that opens a
-	// host's circuit. 0 means 5.
+	// host's circuit. 0 means DefaultBreakerFailures.
 	Failures uint32
 	// OpenFor is how long an open circuit fails fast before letting probes
-	// through. 0 means 30s.
+	// through. 0 means DefaultBreakerOpenFor.
 	OpenFor time.Duration
 	// Probes is the number of attempts let through while half-open; all must
-	// succeed to close the circuit, one failure opens it again. 0 means 1.
+	// succeed to close the circuit, one failure opens it again. 0 means
+	// DefaultBreakerProbes.
 	Probes uint32
-	// MaxHosts bounds the hosts tracked; past it the least recently used
-	// host is forgotten (its circuit starts closed if it comes back).
-	// 0 means 1024.
+	// MaxHosts bounds the hosts tracked. Past it, a host is forgotten to
+	// make room: one whose circuit holds nothing (closed, no failure
+	// counted), since forgetting it loses nothing; only when every tracked
+	// host is failing, the least recently used one. So a failing host keeps
+	// its circuit, and keeps being protected, however many healthy hosts
+	// pass through, as long as fewer than MaxHosts fail at once. 0 means
+	// DefaultBreakerMaxHosts.
 	MaxHosts int
-	// OnStateChange, if set, is called on every transition. It runs while
-	// the host's circuit is locked: it must be quick and must not call the
-	// Breaker.
+	// OnStateChange, if set, is called after every transition, outside the
+	// Breaker's locks. It must be quick: it runs on the goroutine of the
+	// request that caused the transition.
 	OnStateChange func(host string, from, to CircuitState)
 }
+
+// Defaults of BreakerSettings.
+const (
+	DefaultBreakerFailures = 5
+	DefaultBreakerOpenFor  = 30 * time.Second
+	DefaultBreakerProbes   = 1
+	DefaultBreakerMaxHosts = 1024
+)
 
 // Breaker keeps one circuit per host (scheme, host and port) so that a
 // Transport stops sending to a host that keeps failing, and fails fast
@@ -69,17 +83,25 @@ type BreakerSettings struct {
 // 502, 503 and 504 responses; 4xx, 429 included, are not: backpressure is
 // what Retry-After and the Budget are for.
 //
-// Each circuit is a sony/gobreaker two-step breaker: Allow before the
-// attempt, report after it, which fits a RoundTrip whose outcome arrives
-// later. A Breaker is safe for concurrent use and may be shared.
+// Each circuit follows sony/gobreaker's semantics: consecutive failures
+// open it, it fails fast for OpenFor, then Probes attempts decide, and a
+// generation counter drops late outcomes of an earlier state. Unlike
+// gobreaker it takes no lock and reads no clock while closed, which is
+// where a healthy service spends its life.
+//
+// The zero Breaker uses the defaults. A Breaker is safe for concurrent use
+// and may be shared by Transports; it must not be copied after first use.
 type Breaker struct {
 	settings BreakerSettings
+	once     sync.Once
+	circuit  circuit.Settings
 
 	// circuits maps a hostID to its *hostCircuit. Lookups, one per attempt,
 	// take no lock; mu serialises adding and evicting hosts.
 	circuits sync.Map
 	mu       sync.Mutex
-	n        int // circuits held; guarded by mu
+	ring     []*hostCircuit // the tracked hosts, in CLOCK order; guarded by mu
+	hand     int            // the CLOCK hand; guarded by mu
 }
 
 // hostID names a circuit: scheme, host name and port, the port made
@@ -90,167 +112,170 @@ type hostID struct{ scheme, host, port string }
 func (h hostID) String() string { return h.scheme + "://" + net.JoinHostPort(h.host, h.port) }
 
 type hostCircuit struct {
-	id       hostID
-	name     string
-	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
-	lastUsed atomic.Int64 // unix nanoseconds, for eviction
-}
-
-// touchEvery is the resolution of a circuit's last use: eviction only needs
-// to tell recent hosts from stale ones, and not writing the shared field on
-// every attempt keeps goroutines calling one host off each other's cache
-// line.
-const touchEvery = 100 * time.Millisecond
-
-func (hc *hostCircuit) touch(now time.Time) {
-	if t := now.UnixNano(); t-hc.lastUsed.Load() >= int64(touchEvery) {
-		hc.lastUsed.Store(t)
-	}
+	id   hostID
+	name string
+	c    *circuit.Circuit
+	// used is CLOCK's reference bit: set by attempts, cleared by the hand.
+	// It is written only when it is not set already, so that goroutines
+	// calling one host do not bounce its cache line.
+	used atomic.Bool
 }
 
 // NewBreaker returns a Breaker with the given settings, rejecting negative
 // durations and sizes.
 func NewBreaker(s BreakerSettings) (*Breaker, error) {
-	if s.OpenFor < 0 {
+	switch {
+	case s.OpenFor < 0:
 		return nil, fmt.Errorf("retryhttp: NewBreaker: OpenFor %v is negative", s.OpenFor)
-	}
-	if s.MaxHosts < 0 {
+	case s.MaxHosts < 0:
 		return nil, fmt.Errorf("retryhttp: NewBreaker: MaxHosts %d is negative", s.MaxHosts)
+	case s.Failures > circuit.MaxFailures:
+		return nil, fmt.Errorf("retryhttp: NewBreaker: Failures %d is more than %d", s.Failures, circuit.MaxFailures)
 	}
-	if s.Failures == 0 {
-		s.Failures = 5
-	}
-	if s.OpenFor == 0 {
-		s.OpenFor = 30 * time.Second
-	}
-	if s.Probes == 0 {
-		s.Probes = 1
-	}
-	if s.MaxHosts == 0 {
-		s.MaxHosts = 1024
-	}
-	return &Breaker{settings: s}, nil
+	b := &Breaker{settings: s}
+	b.init()
+	return b, nil
 }
 
-// errBreakerFailure and errBreakerExcluded are the outcomes reported to a
-// circuit: a failure of the host, or an attempt the caller abandoned, which
-// says nothing about the host.
-var (
-	errBreakerFailure  = errors.New("host failure")
-	errBreakerExcluded = errors.New("caller cancelled")
-)
+func (b *Breaker) init() {
+	b.once.Do(func() {
+		s := &b.settings
+		if s.Failures == 0 {
+			s.Failures = DefaultBreakerFailures
+		}
+		if s.OpenFor == 0 {
+			s.OpenFor = DefaultBreakerOpenFor
+		}
+		if s.Probes == 0 {
+			s.Probes = DefaultBreakerProbes
+		}
+		if s.MaxHosts == 0 {
+			s.MaxHosts = DefaultBreakerMaxHosts
+		}
+		b.circuit = circuit.Settings{Failures: s.Failures, Probes: s.Probes, OpenFor: s.OpenFor}
+	})
+}
 
-func (b *Breaker) circuit(id hostID, now time.Time) *hostCircuit {
+// circuitFor returns id's circuit, adding it if it is new.
+func (b *Breaker) circuitFor(id hostID) *hostCircuit {
 	if v, ok := b.circuits.Load(id); ok {
 		hc := v.(*hostCircuit)
-		hc.touch(now)
+		if !hc.used.Load() {
+			hc.used.Store(true)
+		}
 		return hc
 	}
+	b.init()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if v, ok := b.circuits.Load(id); ok { // added while we waited
 		return v.(*hostCircuit)
 	}
-	if b.n >= b.settings.MaxHosts {
-		b.evictOldest()
-	}
 	hc := &hostCircuit{id: id, name: id.String()}
-	hc.touch(now)
-	hc.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        hc.name,
-		MaxRequests: b.settings.Probes,
-		Timeout:     b.settings.OpenFor,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= b.settings.Failures },
-		IsExcluded:  func(err error) bool { return errors.Is(err, errBreakerExcluded) },
-		OnStateChange: func(name string, from, to gobreaker.State) {
-			if b.settings.OnStateChange != nil {
-				b.settings.OnStateChange(name, CircuitState(from), CircuitState(to))
-			}
-		},
-	})
+	var onChange func(from, to circuit.State)
+	if f := b.settings.OnStateChange; f != nil {
+		onChange = func(from, to circuit.State) { f(hc.name, CircuitState(from), CircuitState(to)) }
+	}
+	hc.c = circuit.New(&b.circuit, onChange)
+	hc.used.Store(true)
+	if len(b.ring) < b.settings.MaxHosts {
+		b.ring = append(b.ring, hc)
+	} else {
+		b.ring[b.evict()] = hc
+	}
 	b.circuits.Store(id, hc)
-	b.n++
 	return hc
 }
 
-// evictOldest forgets the least recently used host. It scans every
-// circuit, which happens only when a new host arrives at a full Breaker.
-// b.mu must be held.
-func (b *Breaker) evictOldest() {
-	var oldest *hostCircuit
-	b.circuits.Range(func(_, v any) bool {
-		hc := v.(*hostCircuit)
-		if oldest == nil || hc.lastUsed.Load() < oldest.lastUsed.Load() {
-			oldest = hc
+// evict forgets one host and returns its slot in the ring. It takes the
+// first host, from the hand on, whose circuit holds nothing (closed, no
+// failure counted), since forgetting it loses nothing: with a share f of
+// such hosts that costs 1/f steps on average. Only when every tracked host
+// is failing does it fall back to CLOCK: skip, clearing their reference
+// bits, the hosts used since the hand last passed, and take the first that
+// was not. b.mu must be held.
+func (b *Breaker) evict() int {
+	n := len(b.ring)
+	for range n {
+		if slot := b.advance(); b.ring[slot].c.Idle() {
+			return b.forget(slot)
 		}
-		return true
-	})
-	if oldest != nil {
-		b.circuits.Delete(oldest.id)
-		b.n--
 	}
-}
-
-// State returns the state of a host's circuit, named as
-// "https://api.example.com:443". A host not tracked is closed.
-func (b *Breaker) State(host string) CircuitState {
-	var state CircuitState
-	b.circuits.Range(func(_, v any) bool {
-		hc := v.(*hostCircuit)
-		if hc.name == host {
-			state = CircuitState(hc.cb.State())
-			return false
+	for range n {
+		slot := b.advance()
+		if hc := b.ring[slot]; hc.used.Load() {
+			hc.used.Store(false)
+			continue
 		}
-		return true
-	})
-	return state
+		return b.forget(slot)
+	}
+	return b.forget(b.advance()) // every bit was set: the first turn cleared them
 }
 
-// state returns the state of id's circuit without creating one.
+// advance moves the hand and returns the slot it was on. b.mu must be held.
+func (b *Breaker) advance() int {
+	slot := b.hand
+	b.hand = (b.hand + 1) % len(b.ring)
+	return slot
+}
+
+// forget drops the host in slot from the lookup map. b.mu must be held.
+func (b *Breaker) forget(slot int) int {
+	b.circuits.Delete(b.ring[slot].id)
+	return slot
+}
+
+// State returns the state of a host's circuit. host is a URL's scheme and
+// authority, "https://api.example.com" or "https://api.example.com:443";
+// a host not tracked, or not a URL, is closed.
+func (b *Breaker) State(host string) CircuitState {
+	u, err := url.Parse(host)
+	if err != nil {
+		return CircuitClosed
+	}
+	return b.state(hostOf(u))
+}
+
+// state returns the state of id's circuit without creating one. A circuit
+// whose open period has ended reports half-open.
 func (b *Breaker) state(id hostID) CircuitState {
 	if v, ok := b.circuits.Load(id); ok {
-		return CircuitState(v.(*hostCircuit).cb.State())
+		return CircuitState(v.(*hostCircuit).c.State(time.Now))
 	}
 	return CircuitClosed
 }
 
-// states returns the state of every tracked host, for the circuit_state
-// gauge. A circuit whose open period has ended reports half-open.
-func (b *Breaker) states() map[string]CircuitState {
-	out := map[string]CircuitState{}
+// eachState calls f with the state of every tracked host.
+func (b *Breaker) eachState(f func(host string, s CircuitState)) {
 	b.circuits.Range(func(_, v any) bool {
 		hc := v.(*hostCircuit)
-		out[hc.name] = CircuitState(hc.cb.State())
+		f(hc.name, CircuitState(hc.c.State(time.Now)))
 		return true
 	})
-	return out
 }
 
-// allow asks id's circuit for one attempt; report takes the attempt's
-// outcome (see breakerOutcome).
-func (b *Breaker) allow(id hostID, now time.Time) (report func(error), err error) {
-	hc := b.circuit(id, now)
-	report, err = hc.cb.Allow()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name)
+// allow asks host's circuit for one attempt; report the outcome with the
+// returned circuit and ticket.
+func (b *Breaker) allow(id hostID) (*hostCircuit, circuit.Ticket, error) {
+	hc := b.circuitFor(id)
+	tk, ok := hc.c.Allow(time.Now)
+	if !ok {
+		return nil, tk, fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name)
 	}
-	return report, nil
+	return hc, tk, nil
 }
 
 // breakerOutcome is what an attempt tells its host's circuit: a failure of
 // the host (a network error, 502, 503, 504), nothing at all (the caller
 // gave up, which says nothing about the host), or a success.
-func breakerOutcome(req *http.Request, resp *http.Response, err error) error {
+func breakerOutcome(req *http.Request, resp *http.Response, err error) circuit.Outcome {
 	switch {
 	case err != nil && req.Context().Err() != nil:
-		return errBreakerExcluded
-	case err != nil:
-		return errBreakerFailure
-	case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
-		resp.StatusCode == http.StatusGatewayTimeout:
-		return errBreakerFailure
+		return circuit.Excluded
+	case err != nil, hostFailureStatus(resp.StatusCode):
+		return circuit.Failure
 	}
-	return nil
+	return circuit.Success
 }
 
 // hostOf names the circuit of a URL.

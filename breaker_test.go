@@ -195,7 +195,9 @@ func TestBreakerPerHostAndBounded(t *testing.T) {
 			time.Sleep(time.Second) // distinct last-use times
 			single(t, tr, "http://"+h+".test/")
 		}
-		assert.Len(t, b.states(), 3, "at most MaxHosts tracked")
+		n := 0
+		b.eachState(func(string, CircuitState) { n++ })
+		assert.Equal(t, 3, n, "at most MaxHosts tracked")
 		assert.Equal(t, CircuitClosed, b.State("http://a.test:80"), "the least recently used host was forgotten")
 		assert.Equal(t, CircuitOpen, b.State("http://d.test:80"))
 	})

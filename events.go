@@ -5,11 +5,16 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/wire"
 )
 
 // RetryEvent describes one retry decision: an attempt ended in a retryable
 // failure, and the Transport either retries after Wait or gives up for
-// GiveUp. It is what Transport.OnRetry receives and what the logs say.
+// GiveUp. A breaker's refusal is a give-up too, with Attempt the number of
+// attempts sent before it (0 when it refused the first) and Err the
+// ErrCircuitOpen error. It is what Transport.OnRetry receives and what the
+// logs say.
 type RetryEvent struct {
 	// Request is the attempt's request, injected Idempotency-Key included.
 	Request *http.Request
@@ -19,20 +24,20 @@ type RetryEvent struct {
 	// read the response body: it is returned to the caller or drained.
 	Response *http.Response
 	Err      error
-	// Reason is what triggered the retry: the status code ("503"),
-	// "network" or "timeout".
-	Reason string
+	// Trigger is what made the outcome worth retrying: the status code
+	// ("503"), TriggerNetwork or TriggerTimeout; empty for a breaker's
+	// refusal.
+	Trigger Trigger
 	// Wait is the wait before the next attempt, when one follows.
 	Wait time.Duration
-	// GiveUp is empty when a retry follows; otherwise why none does (one of
-	// the Reason* constants).
-	GiveUp string
+	// GiveUp is ReasonNone when a retry follows; otherwise why none does.
+	GiveUp Reason
 }
 
 // event reports a retry decision to the hook, the logger and the metrics.
 func (t *Transport) event(ctx context.Context, e RetryEvent) {
-	if e.GiveUp == "" {
-		t.Metrics.retry(e.Request.URL, e.Reason, e.Wait.Seconds())
+	if e.GiveUp == ReasonNone {
+		t.Metrics.retry(e.Request.URL, e.Trigger, e.Wait)
 	}
 	if t.OnRetry != nil {
 		t.OnRetry(e)
@@ -41,27 +46,33 @@ func (t *Transport) event(ctx context.Context, e RetryEvent) {
 		return
 	}
 	level, msg := slog.LevelInfo, "retryhttp: retrying"
-	if e.GiveUp != "" {
+	if e.GiveUp != ReasonNone {
 		level, msg = slog.LevelWarn, "retryhttp: giving up"
 	}
 	if !t.Logger.Enabled(ctx, level) {
 		return
 	}
 	// Never the body, the query string or credentials: method, host and
-	// path identify the call.
+	// path identify the call. Durations are written as people read them
+	// ("1.5s"), in every handler.
 	attrs := []slog.Attr{
 		slog.String("method", valueOrGET(e.Request.Method)),
 		slog.String("host", e.Request.URL.Host),
 		slog.String("path", e.Request.URL.Path),
 		slog.Int("attempt", e.Attempt),
-		slog.String("reason", e.Reason),
 	}
-	if e.GiveUp == "" {
-		attrs = append(attrs, slog.Duration("wait", e.Wait))
+	if e.Trigger != "" {
+		attrs = append(attrs, slog.String("trigger", string(e.Trigger)))
+	}
+	if e.Response != nil {
+		attrs = append(attrs, slog.Int("status", e.Response.StatusCode))
+	}
+	if e.GiveUp == ReasonNone {
+		attrs = append(attrs, slog.String("wait", e.Wait.String()))
 	} else {
-		attrs = append(attrs, slog.String("give_up", e.GiveUp))
+		attrs = append(attrs, slog.String("give_up", e.GiveUp.String()))
 	}
-	if k := e.Request.Header.Get(HeaderIdempotencyKey); k != "" {
+	if k, _ := wire.Key(e.Request.Header); k != "" {
 		attrs = append(attrs, slog.String("idempotency_key", k))
 	}
 	if e.Err != nil {

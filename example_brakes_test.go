@@ -31,7 +31,10 @@ func ExampleNewBudget() {
 	}))
 	defer srv.Close()
 
-	budget := retryhttp.NewBudget(0.1, 1)
+	budget, err := retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: 0.1, MinPerSecond: 1})
+	if err != nil {
+		panic(err)
+	}
 	client := &http.Client{Transport: &retryhttp.Transport{
 		Budget: budget,
 		Policy: retryhttp.Policy{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond},
@@ -126,8 +129,8 @@ func ExampleTransport_logger() {
 	}
 	resp.Body.Close()
 	// Output:
-	// level=INFO msg="retryhttp: retrying" method=GET path=/items attempt=1 reason=503 wait=10ms
-	// level=INFO msg="retryhttp: retrying" method=GET path=/items attempt=2 reason=503 wait=20ms
+	// level=INFO msg="retryhttp: retrying" method=GET path=/items attempt=1 trigger=503 status=503 wait=10ms
+	// level=INFO msg="retryhttp: retrying" method=GET path=/items attempt=2 trigger=503 status=503 wait=20ms
 }
 
 // OnRetry feeds every retry decision to your own telemetry; an injected
@@ -138,7 +141,7 @@ func ExampleTransport_onRetry() {
 	client := &http.Client{Transport: &retryhttp.Transport{
 		Policy: retryhttp.Policy{BaseDelay: 10 * time.Millisecond, Jitter: retryhttp.NoJitter},
 		OnRetry: func(e retryhttp.RetryEvent) {
-			fmt.Printf("attempt %d: %s, retrying in %v\n", e.Attempt, e.Reason, e.Wait)
+			fmt.Printf("attempt %d: %s, retrying in %v\n", e.Attempt, e.Trigger, e.Wait)
 		},
 	}}
 	resp, err := client.Get(srv.URL)

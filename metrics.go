@@ -7,6 +7,9 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,16 +21,16 @@ import (
 // registered series, so two Transports built apart still add up.
 //
 // Series (labels are bounded: methods outside the standard set are
-// "unknown", attempts past 9 are "10+"):
+// "unknown", attempts past 9 are "10+"); each appears when first used:
 //
 //	retryhttp_requests_total{method,outcome}   logical requests (RoundTrip calls) by final outcome
 //	retryhttp_attempts_total{attempt}          attempts sent, by number (1 = first send)
-//	retryhttp_retries_total{reason}            retries scheduled, by trigger: a status, "network", "timeout"
+//	retryhttp_retries_total{trigger}           retries scheduled, by trigger: a status, "network", "timeout"
 //	retryhttp_give_ups_total{reason}           retryable failures not retried: attempts, elapsed, deadline,
 //	                                           retry_after_too_long, budget, circuit_open, body
 //	retryhttp_attempts_per_request             histogram, buckets 1..10
 //	retryhttp_backoff_seconds                  histogram of the waits before retries
-//	retryhttp_circuit_state{host}              0 closed, 1 half-open, 2 open, per host of a Breaker
+//	retryhttp_circuit_state{host}              0 closed, 1 half-open, 2 open, per host of the Breakers in use
 //
 // Outcomes: success (a final status below 400), status (a final status of
 // 400 or more that was not retried), error (an error that was not retried),
@@ -36,31 +39,36 @@ import (
 // WithHostLabel adds a host label (scheme://host:port) to requests_total,
 // retries_total and give_ups_total.
 type Metrics struct {
-	requests    *prometheus.CounterVec
-	attempts    *prometheus.CounterVec
-	retries     *prometheus.CounterVec
-	giveUps     *prometheus.CounterVec
-	perRequest  prometheus.Histogram
-	backoff     prometheus.Histogram
-	circuits    *circuitCollector
-	requestsHot [len(methods)][len(outcomes)]prometheus.Counter // nil with a host label
-	attemptsHot [10]prometheus.Counter
-	hosts       *hostLabels // nil unless WithHostLabel
+	requests   *prometheus.CounterVec
+	attempts   *prometheus.CounterVec
+	retries    *prometheus.CounterVec
+	giveUps    *prometheus.CounterVec
+	perRequest prometheus.Histogram
+	backoff    prometheus.Histogram
+	shared     *registryState
+
+	// The series of the request path, resolved on first use: a series
+	// exists once it has counted something, and the path pays one atomic
+	// load for the lookup. Unused with a host label.
+	requestsHot [len(methods)][len(outcomes)]atomic.Pointer[prometheus.Counter]
+	attemptsHot [10]atomic.Pointer[prometheus.Counter]
 }
 
 // MetricsOption changes what NewMetrics creates.
-type MetricsOption func(*metricsOptions)
+type MetricsOption interface{ apply(*metricsConfig) }
 
-type metricsOptions struct{ maxHosts int }
+type metricsConfig struct{ maxHosts int }
+
+type hostLabelOption int
+
+func (o hostLabelOption) apply(c *metricsConfig) { c.maxHosts = int(o) }
 
 // WithHostLabel adds a host label to requests_total, retries_total and
-// give_ups_total, for at most maxHosts distinct hosts; requests to any
-// further host are labelled "other", so a client that calls many hosts
-// cannot grow the series without bound. Off by default: a label per host
-// multiplies the series, and each labelled update costs a lookup.
-func WithHostLabel(maxHosts int) MetricsOption {
-	return func(o *metricsOptions) { o.maxHosts = maxHosts }
-}
+// give_ups_total, for at most maxHosts distinct hosts per registry;
+// requests to any further host are labelled "other", so a client that calls
+// many hosts cannot grow the series without bound. Off by default: a label
+// per host multiplies the series, and each labelled update costs a lookup.
+func WithHostLabel(maxHosts int) MetricsOption { return hostLabelOption(maxHosts) }
 
 // hostLabels hands out the host label of a URL, bounded.
 type hostLabels struct {
@@ -97,18 +105,33 @@ var methods = [...]string{
 	http.MethodDelete, http.MethodOptions, http.MethodTrace, http.MethodConnect, "unknown",
 }
 
-// Outcomes of a logical request, the outcome label of requests_total.
+// Outcomes of a logical request, the outcome label of requests_total: what
+// ReasonNotRetryable returned, then the labels of the later reasons.
 const (
-	outcomeSuccess  = "success"
-	outcomeStatus   = "status"
-	outcomeError    = "error"
-	outcomeCanceled = "canceled"
+	outcomeSuccess = "success"
+	outcomeStatus  = "status"
+	outcomeError   = "error"
 )
 
-var outcomes = [...]string{
-	outcomeSuccess, outcomeStatus, outcomeError, outcomeCanceled,
-	ReasonAttempts, ReasonElapsed, ReasonDeadline, ReasonRetryAfterTooLong,
-	ReasonBudget, ReasonCircuitOpen, ReasonBody,
+var outcomes = func() (o [3 + len(reasons) - int(ReasonCanceled)]string) {
+	copy(o[:], []string{outcomeSuccess, outcomeStatus, outcomeError})
+	for r := ReasonCanceled; int(r) < len(reasons); r++ {
+		o[3+int(r-ReasonCanceled)] = r.String()
+	}
+	return o
+}()
+
+// outcomeIndex places a request's end in outcomes.
+func outcomeIndex(resp *http.Response, err error, reason Reason) int {
+	switch {
+	case reason != ReasonNotRetryable:
+		return 3 + int(reason-ReasonCanceled)
+	case err != nil:
+		return 2
+	case resp.StatusCode < 400:
+		return 0
+	}
+	return 1
 }
 
 // methodIndex maps a method to its place in methods; a switch, since it
@@ -137,58 +160,38 @@ func methodIndex(m string) int {
 	return len(methods) - 1
 }
 
-// outcomeIndex maps an outcome to its place in outcomes, or -1.
-func outcomeIndex(o string) int {
-	switch o {
-	case outcomeSuccess:
-		return 0
-	case outcomeStatus:
-		return 1
-	case outcomeError:
-		return 2
-	case outcomeCanceled:
-		return 3
-	case ReasonAttempts:
-		return 4
-	case ReasonElapsed:
-		return 5
-	case ReasonDeadline:
-		return 6
-	case ReasonRetryAfterTooLong:
-		return 7
-	case ReasonBudget:
-		return 8
-	case ReasonCircuitOpen:
-		return 9
-	case ReasonBody:
-		return 10
-	}
-	return -1
-}
-
 // NewMetrics creates the collectors and registers them on reg. It never
 // touches the global registry unless reg is prometheus.DefaultRegisterer.
 // If reg already holds retryhttp collectors with the same labels, they are
 // reused; with other labels (one NewMetrics with WithHostLabel, one
-// without) it is an error.
+// without), or another host bound, it is an error.
 func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, error) {
 	if reg == nil {
 		return nil, errors.New("retryhttp: NewMetrics: nil Registerer")
 	}
-	var o metricsOptions
+	var c metricsConfig
 	for _, opt := range opts {
-		opt(&o)
+		opt.apply(&c)
+	}
+	if c.maxHosts < 0 {
+		return nil, fmt.Errorf("retryhttp: NewMetrics: WithHostLabel(%d): the bound must be positive", c.maxHosts)
 	}
 	m := &Metrics{}
-	requestLabels, reasonLabels := []string{"method", "outcome"}, []string{"reason"}
-	if o.maxHosts != 0 {
-		if o.maxHosts < 0 {
-			return nil, fmt.Errorf("retryhttp: NewMetrics: WithHostLabel(%d): the bound must be positive", o.maxHosts)
-		}
-		m.hosts = &hostLabels{max: o.maxHosts}
-		requestLabels, reasonLabels = append(requestLabels, "host"), append(reasonLabels, "host")
-	}
 	var err error
+	state := &registryState{maxHosts: c.maxHosts, breakers: map[weak.Pointer[Breaker]]struct{}{}}
+	if c.maxHosts > 0 {
+		state.hosts = &hostLabels{max: c.maxHosts}
+	}
+	if m.shared, err = register(reg, state); err != nil {
+		return nil, err
+	}
+	if m.shared.maxHosts != c.maxHosts {
+		return nil, fmt.Errorf("retryhttp: NewMetrics: WithHostLabel(%d) differs from the %d already registered on this registry", c.maxHosts, m.shared.maxHosts)
+	}
+	requestLabels, triggerLabels, reasonLabels := []string{"method", "outcome"}, []string{"trigger"}, []string{"reason"}
+	if c.maxHosts > 0 {
+		requestLabels, triggerLabels, reasonLabels = append(requestLabels, "host"), append(triggerLabels, "host"), append(reasonLabels, "host")
+	}
 	if m.requests, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retryhttp_requests_total",
 		Help: "Logical requests (RoundTrip calls) by method and final outcome.",
@@ -204,7 +207,7 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 	if m.retries, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retryhttp_retries_total",
 		Help: "Retries scheduled, by trigger: the status code, network or timeout.",
-	}, reasonLabels)); err != nil {
+	}, triggerLabels)); err != nil {
 		return nil, err
 	}
 	if m.giveUps, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -226,19 +229,6 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 	})); err != nil {
 		return nil, err
-	}
-	if m.circuits, err = register(reg, &circuitCollector{breakers: map[*Breaker]bool{}}); err != nil {
-		return nil, err
-	}
-	if m.hosts == nil {
-		for i, method := range methods {
-			for j, outcome := range outcomes {
-				m.requestsHot[i][j] = m.requests.WithLabelValues(method, outcome)
-			}
-		}
-	}
-	for i := range m.attemptsHot {
-		m.attemptsHot[i] = m.attempts.WithLabelValues(attemptLabel(i + 1))
 	}
 	return m, nil
 }
@@ -267,46 +257,55 @@ func attemptLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
+// series returns the counter in slot, creating its series on first use.
+func series(slot *atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, labels ...string) prometheus.Counter {
+	if c := slot.Load(); c != nil {
+		return *c
+	}
+	c := vec.WithLabelValues(labels...)
+	slot.Store(&c)
+	return c
+}
+
 func (m *Metrics) attempt(n int) {
 	if m == nil {
 		return
 	}
-	m.attemptsHot[min(n, 10)-1].Inc()
+	i := min(n, 10) - 1
+	series(&m.attemptsHot[i], m.attempts, attemptLabel(i+1)).Inc()
 }
 
-func (m *Metrics) retry(u *url.URL, trigger string, wait float64) {
+func (m *Metrics) retry(u *url.URL, trigger Trigger, wait time.Duration) {
 	if m == nil {
 		return
 	}
-	if m.hosts != nil {
-		m.retries.WithLabelValues(trigger, m.hosts.label(u)).Inc()
+	if m.shared.hosts != nil {
+		m.retries.WithLabelValues(string(trigger), m.shared.hosts.label(u)).Inc()
 	} else {
-		m.retries.WithLabelValues(trigger).Inc()
+		m.retries.WithLabelValues(string(trigger)).Inc()
 	}
-	m.backoff.Observe(wait)
+	m.backoff.Observe(wait.Seconds())
 }
 
-func (m *Metrics) request(u *url.URL, method, outcome string, attempts int) {
+func (m *Metrics) request(req *http.Request, resp *http.Response, err error, reason Reason, attempts int) {
 	if m == nil {
 		return
 	}
-	j := outcomeIndex(outcome)
 	if attempts > 0 {
 		m.perRequest.Observe(float64(attempts))
 	}
-	if m.hosts != nil {
-		host := m.hosts.label(u)
-		m.requests.WithLabelValues(methods[methodIndex(method)], outcome, host).Inc()
-		if j > outcomeIndex(outcomeCanceled) {
-			m.giveUps.WithLabelValues(outcome, host).Inc()
+	i, j := methodIndex(req.Method), outcomeIndex(resp, err, reason)
+	if m.shared.hosts != nil {
+		host := m.shared.hosts.label(req.URL)
+		m.requests.WithLabelValues(methods[i], outcomes[j], host).Inc()
+		if reason.GaveUp() {
+			m.giveUps.WithLabelValues(reason.String(), host).Inc()
 		}
 		return
 	}
-	if j >= 0 {
-		m.requestsHot[methodIndex(method)][j].Inc()
-	}
-	if j > outcomeIndex(outcomeCanceled) {
-		m.giveUps.WithLabelValues(outcome).Inc()
+	series(&m.requestsHot[i][j], m.requests, methods[i], outcomes[j]).Inc()
+	if reason.GaveUp() {
+		m.giveUps.WithLabelValues(reason.String()).Inc()
 	}
 }
 
@@ -315,34 +314,66 @@ func (m *Metrics) track(b *Breaker) {
 	if m == nil || b == nil {
 		return
 	}
-	m.circuits.mu.Lock()
-	m.circuits.breakers[b] = true
-	m.circuits.mu.Unlock()
+	m.shared.track(b)
 }
 
-// circuitCollector reports the state of every circuit of the tracked
-// breakers when scraped, so the gauge shows an open period that has ended as
-// half-open without any request having to pass.
-type circuitCollector struct {
+// registryState is what the Metrics of one registry share, found again by
+// every NewMetrics on it: the host label bound, and the Breakers whose
+// circuits the circuit_state gauge reports. It holds them weakly, so a
+// short-lived Transport's Breaker is not kept alive by the metrics, and
+// reports one series per host however many Breakers track it: the worst
+// state among them.
+type registryState struct {
+	maxHosts int
+	hosts    *hostLabels // nil without a host label
+
 	mu       sync.Mutex
-	breakers map[*Breaker]bool // guarded by mu
+	breakers map[weak.Pointer[Breaker]]struct{} // guarded by mu
+	live     int                                // breakers alive at the last prune; guarded by mu
 }
 
 var circuitDesc = prometheus.NewDesc("retryhttp_circuit_state",
-	"Circuit state per host: 0 closed, 1 half-open, 2 open.", []string{"host"}, nil)
+	"Circuit state per host: 0 closed, 1 half-open, 2 open (the worst among the Breakers in use).", []string{"host"}, nil)
 
-func (c *circuitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- circuitDesc }
+func (s *registryState) Describe(ch chan<- *prometheus.Desc) { ch <- circuitDesc }
 
-func (c *circuitCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	breakers := make([]*Breaker, 0, len(c.breakers))
-	for b := range c.breakers {
-		breakers = append(breakers, b)
+func (s *registryState) track(b *Breaker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.breakers[weak.Make(b)] = struct{}{}
+	if len(s.breakers) > 2*s.live+64 {
+		s.pruneLocked()
 	}
-	c.mu.Unlock()
-	for _, b := range breakers {
-		for host, s := range b.states() {
-			ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, float64(s), host)
+}
+
+// pruneLocked drops the Breakers that were collected and returns the live
+// ones. s.mu must be held.
+func (s *registryState) pruneLocked() []*Breaker {
+	live := make([]*Breaker, 0, len(s.breakers))
+	for wp := range s.breakers {
+		if b := wp.Value(); b != nil {
+			live = append(live, b)
+		} else {
+			delete(s.breakers, wp)
 		}
+	}
+	s.live = len(live)
+	return live
+}
+
+func (s *registryState) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	breakers := s.pruneLocked()
+	s.mu.Unlock()
+	worst := map[string]CircuitState{}
+	for _, b := range breakers {
+		b.eachState(func(host string, st CircuitState) {
+			if cur, ok := worst[host]; !ok || st > cur {
+				worst[host] = st
+			}
+		})
+	}
+	for host, st := range worst {
+		ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, float64(st), host)
 	}
 }

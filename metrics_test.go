@@ -105,8 +105,8 @@ func TestMetricsScraped(t *testing.T) {
 	assert.Equal(t, 4.0, value(f, "retryhttp_attempts_total", "attempt=1"))
 	assert.Equal(t, 2.0, value(f, "retryhttp_attempts_total", "attempt=2"))
 	assert.Equal(t, 1.0, value(f, "retryhttp_attempts_total", "attempt=3"))
-	assert.Equal(t, 0.0, value(f, "retryhttp_attempts_total", "attempt=4"))
-	assert.Equal(t, 3.0, value(f, "retryhttp_retries_total", "reason=503"))
+	assert.Equal(t, -1.0, value(f, "retryhttp_attempts_total", "attempt=4"), "a series appears when first used")
+	assert.Equal(t, 3.0, value(f, "retryhttp_retries_total", "trigger=503"))
 	assert.Equal(t, 1.0, value(f, "retryhttp_give_ups_total", "reason=attempts"))
 	assert.Equal(t, 1.0, value(f, "retryhttp_give_ups_total", "reason=circuit_open"))
 	assert.Equal(t, 4.0, value(f, "retryhttp_attempts_per_request"), "the circuit-open request sent no attempt")
@@ -186,7 +186,7 @@ func TestLogsAndHook(t *testing.T) {
 		key := events[0].Request.Header.Get("Idempotency-Key")
 		assert.NotEmpty(t, key, "the injected key is visible to hooks")
 		assert.Equal(t, []int{1, 2, 3}, []int{events[0].Attempt, events[1].Attempt, events[2].Attempt})
-		assert.Equal(t, []string{"503", "network", "503"}, []string{events[0].Reason, events[1].Reason, events[2].Reason})
+		assert.Equal(t, []Trigger{"503", TriggerNetwork, "503"}, []Trigger{events[0].Trigger, events[1].Trigger, events[2].Trigger})
 		assert.Equal(t, []time.Duration{time.Second, 200 * time.Millisecond}, []time.Duration{events[0].Wait, events[1].Wait})
 		assert.Equal(t, ReasonAttempts, events[2].GiveUp)
 		assert.NotNil(t, events[0].Response)
@@ -210,7 +210,10 @@ func TestLogsAndHook(t *testing.T) {
 		assert.Equal(t, "api.test", rec[0]["host"])
 		assert.Equal(t, "/things", rec[0]["path"])
 		assert.Equal(t, key, rec[0]["idempotency_key"])
-		assert.Equal(t, float64(time.Second), rec[0]["wait"])
+		assert.Equal(t, "503", rec[0]["trigger"])
+		assert.Equal(t, 503.0, rec[0]["status"])
+		assert.Equal(t, "1s", rec[0]["wait"], "durations as people read them")
+		assert.Equal(t, "200ms", rec[1]["wait"])
 		assert.Equal(t, "WARN", rec[2]["level"])
 		assert.Equal(t, "attempts", rec[2]["give_up"])
 	})
@@ -222,10 +225,29 @@ func TestMetricsIndexTables(t *testing.T) {
 	}
 	assert.Equal(t, 0, methodIndex(""))
 	assert.Equal(t, len(methods)-1, methodIndex("BREW"))
-	for i, o := range outcomes {
-		assert.Equal(t, i, outcomeIndex(o), o)
+	ok := &http.Response{StatusCode: 200}
+	assert.Equal(t, outcomeSuccess, outcomes[outcomeIndex(ok, nil, ReasonNotRetryable)])
+	assert.Equal(t, outcomeStatus, outcomes[outcomeIndex(&http.Response{StatusCode: 404}, nil, ReasonNotRetryable)])
+	assert.Equal(t, outcomeError, outcomes[outcomeIndex(nil, errReset, ReasonNotRetryable)])
+	for r := ReasonCanceled; int(r) < len(reasons); r++ {
+		assert.Equal(t, r.String(), outcomes[outcomeIndex(ok, nil, r)], "every later reason is an outcome")
 	}
-	assert.Equal(t, -1, outcomeIndex("nope"))
+	assert.Len(t, outcomes, 3+len(reasons)-int(ReasonCanceled))
+}
+
+// A POST-only client exposes POST series only: series appear when used.
+func TestMetricsSeriesAppearWhenUsed(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	resp, err := (&Transport{Base: script(status(201)), Metrics: m}).RoundTrip(newReq(t, "POST", "x", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	f := scrape(t, reg)
+	require.Len(t, f["retryhttp_requests_total"].Metric, 1)
+	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "method=POST", "outcome=success"))
+	require.Len(t, f["retryhttp_attempts_total"].Metric, 1)
+	assert.Nil(t, f["retryhttp_give_ups_total"], "no give-up, no series")
 }
 
 func TestMetricsHostLabel(t *testing.T) {
@@ -242,7 +264,7 @@ func TestMetricsHostLabel(t *testing.T) {
 	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=http://a.test:80", "outcome=success"))
 	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "host=https://b.test:443", "outcome=success"))
 	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=other", "outcome=success"), "hosts past the bound")
-	assert.Equal(t, 2.0, value(f, "retryhttp_retries_total", "host=other", "reason=503"))
+	assert.Equal(t, 2.0, value(f, "retryhttp_retries_total", "host=other", "trigger=503"))
 	assert.Equal(t, -1.0, value(f, "retryhttp_requests_total", "host=http://c.test:80"))
 
 	_, err = NewMetrics(reg) // same names, other labels

@@ -2,16 +2,17 @@ package retryhttp
 
 import (
 	"fmt"
-	"math"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/backoff"
 )
 
 // Policy says how many times a Transport tries, how long it waits between
 // tries and how much it is willing to buffer to make a retry possible.
 //
 // The zero value is the default policy: every zero field takes the default
-// named in its comment. Negative values are rejected by RoundTrip with an
-// error wrapping ErrInvalidPolicy, so a typo never silently disables retries.
+// named in its comment. Negative values are errors (see Validate), so a typo
+// never silently disables retries.
 type Policy struct {
 	// MaxAttempts is the total number of attempts, the first included.
 	// 0 means 4; 1 disables retries.
@@ -70,15 +71,15 @@ type Jitter int
 const (
 	// FullJitter waits U(0, ceiling): the least total work and the flattest
 	// load of the strategies, the default.
-	FullJitter Jitter = iota
+	FullJitter = Jitter(backoff.Full)
 	// EqualJitter waits ceiling/2 + U(0, ceiling/2): never less than half
 	// the ceiling.
-	EqualJitter
+	EqualJitter = Jitter(backoff.Equal)
 	// DecorrelatedJitter waits min(MaxDelay, U(BaseDelay, 3*previous wait)).
-	DecorrelatedJitter
+	DecorrelatedJitter = Jitter(backoff.Decorrelated)
 	// NoJitter waits the ceiling exactly. Clients that failed together retry
 	// together; use it in tests, not in production.
-	NoJitter
+	NoJitter = Jitter(backoff.None)
 )
 
 func (j Jitter) String() string {
@@ -95,26 +96,36 @@ func (j Jitter) String() string {
 	return fmt.Sprintf("Jitter(%d)", int(j))
 }
 
-// resolve returns p with defaults filled in, or an error naming the first
-// field that is out of range.
-func (p Policy) resolve() (Policy, error) {
+// Validate reports the first field out of range, as an error wrapping
+// ErrInvalidPolicy. RoundTrip validates too, and sends nothing when the
+// Policy is invalid; call Validate at start-up to learn of a typo before
+// the first request does.
+func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 0:
-		return p, fmt.Errorf("%w: MaxAttempts %d is negative", ErrInvalidPolicy, p.MaxAttempts)
+		return fmt.Errorf("%w: MaxAttempts %d is negative", ErrInvalidPolicy, p.MaxAttempts)
 	case p.BaseDelay < 0:
-		return p, fmt.Errorf("%w: BaseDelay %v is negative", ErrInvalidPolicy, p.BaseDelay)
+		return fmt.Errorf("%w: BaseDelay %v is negative", ErrInvalidPolicy, p.BaseDelay)
 	case p.MaxDelay < 0:
-		return p, fmt.Errorf("%w: MaxDelay %v is negative", ErrInvalidPolicy, p.MaxDelay)
+		return fmt.Errorf("%w: MaxDelay %v is negative", ErrInvalidPolicy, p.MaxDelay)
 	case p.MaxElapsed < 0:
-		return p, fmt.Errorf("%w: MaxElapsed %v is negative", ErrInvalidPolicy, p.MaxElapsed)
+		return fmt.Errorf("%w: MaxElapsed %v is negative", ErrInvalidPolicy, p.MaxElapsed)
 	case p.AttemptTimeout < 0:
-		return p, fmt.Errorf("%w: AttemptTimeout %v is negative", ErrInvalidPolicy, p.AttemptTimeout)
+		return fmt.Errorf("%w: AttemptTimeout %v is negative", ErrInvalidPolicy, p.AttemptTimeout)
 	case p.MaxRetryAfter < 0:
-		return p, fmt.Errorf("%w: MaxRetryAfter %v is negative", ErrInvalidPolicy, p.MaxRetryAfter)
+		return fmt.Errorf("%w: MaxRetryAfter %v is negative", ErrInvalidPolicy, p.MaxRetryAfter)
 	case p.MaxBufferedBody < 0:
-		return p, fmt.Errorf("%w: MaxBufferedBody %d is negative", ErrInvalidPolicy, p.MaxBufferedBody)
+		return fmt.Errorf("%w: MaxBufferedBody %d is negative", ErrInvalidPolicy, p.MaxBufferedBody)
 	case p.Jitter < FullJitter || p.Jitter > NoJitter:
-		return p, fmt.Errorf("%w: unknown %v", ErrInvalidPolicy, p.Jitter)
+		return fmt.Errorf("%w: unknown %v", ErrInvalidPolicy, p.Jitter)
+	}
+	return nil
+}
+
+// resolve returns p with defaults filled in, or Validate's error.
+func (p Policy) resolve() (Policy, error) {
+	if err := p.Validate(); err != nil {
+		return p, err
 	}
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultMaxAttempts
@@ -137,61 +148,9 @@ func (p Policy) resolve() (Policy, error) {
 	return p, nil
 }
 
-// ceiling is the largest backoff wait before retry n (0-based: n=0 is the
-// wait after the first attempt): min(MaxDelay, BaseDelay*2^n), computed
-// without overflow for any n.
-func (p Policy) ceiling(n int) time.Duration {
-	if n < 0 {
-		n = 0
-	}
-	if n >= 62 || p.BaseDelay > p.MaxDelay>>n {
-		return p.MaxDelay
-	}
-	return p.BaseDelay << n
-}
-
-// Backoff returns the wait before retry n (0-based) of a resolved Policy.
+// backoff returns the wait before retry n (0-based) of a resolved Policy.
 // prev is the previous wait (0 before the first retry; only
 // DecorrelatedJitter reads it) and r a uniform random number in [0, 1).
-// It is a pure function so that every strategy can be tested exactly, and
-// so that a simulator can drive the very code the Transport runs.
-func (p Policy) Backoff(n int, prev time.Duration, r float64) time.Duration {
-	p, err := p.resolve()
-	if err != nil {
-		return 0
-	}
-	return p.backoff(n, prev, r)
-}
-
 func (p Policy) backoff(n int, prev time.Duration, r float64) time.Duration {
-	switch p.Jitter {
-	case NoJitter:
-		return p.ceiling(n)
-	case EqualJitter:
-		c := p.ceiling(n)
-		half := c / 2
-		return c - half + scale(half, r)
-	case DecorrelatedJitter:
-		if prev < p.BaseDelay {
-			prev = p.BaseDelay
-		}
-		hi := time.Duration(math.MaxInt64)
-		if prev <= math.MaxInt64/3 {
-			hi = 3 * prev
-		}
-		return min(p.MaxDelay, p.BaseDelay+scale(hi-p.BaseDelay, r))
-	default: // FullJitter
-		return scale(p.ceiling(n), r)
-	}
-}
-
-// scale returns d*r for r in [0, 1), never more than d.
-func scale(d time.Duration, r float64) time.Duration {
-	if r <= 0 || d <= 0 {
-		return 0
-	}
-	if r >= 1 {
-		return d
-	}
-	return min(d, time.Duration(float64(d)*r))
+	return backoff.Delay(backoff.Jitter(p.Jitter), p.BaseDelay, p.MaxDelay, n, prev, r)
 }

@@ -1,12 +1,46 @@
 package retryhttp
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/retryhttp/retryhttp/internal/backoff"
 )
+
+// backoffOf is the wait a Transport with policy p computes.
+func backoffOf(p Policy, n int, prev time.Duration, r float64) time.Duration {
+	rp, err := p.resolve()
+	if err != nil {
+		panic(err)
+	}
+	return rp.backoff(n, prev, r)
+}
+
+func TestPolicyValidate(t *testing.T) {
+	assert.NoError(t, Policy{}.Validate(), "the zero Policy is the default")
+	for _, tc := range []struct {
+		p    Policy
+		want string
+	}{
+		{Policy{MaxAttempts: -1}, "MaxAttempts -1 is negative"},
+		{Policy{BaseDelay: -1}, "BaseDelay -1ns is negative"},
+		{Policy{MaxDelay: -1}, "MaxDelay -1ns is negative"},
+		{Policy{MaxElapsed: -1}, "MaxElapsed -1ns is negative"},
+		{Policy{AttemptTimeout: -1}, "AttemptTimeout -1ns is negative"},
+		{Policy{MaxRetryAfter: -1}, "MaxRetryAfter -1ns is negative"},
+		{Policy{MaxBufferedBody: -1}, "MaxBufferedBody -1 is negative"},
+		{Policy{Jitter: 9}, "unknown Jitter(9)"},
+	} {
+		err := tc.p.Validate()
+		assert.ErrorIs(t, err, ErrInvalidPolicy)
+		assert.ErrorContains(t, err, tc.want)
+		assert.True(t, errors.Is(err, ErrInvalidPolicy))
+	}
+}
 
 func TestBackoff(t *testing.T) {
 	ms := time.Millisecond
@@ -43,12 +77,12 @@ func TestBackoff(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, tc.policy.Backoff(tc.n, tc.prev, tc.r))
+			assert.Equal(t, tc.want, backoffOf(tc.policy, tc.n, tc.prev, tc.r))
 		})
 	}
 	t.Run("decorrelated huge prev does not overflow", func(t *testing.T) {
 		p := Policy{BaseDelay: ms, MaxDelay: math.MaxInt64, Jitter: DecorrelatedJitter}
-		got := p.Backoff(5, math.MaxInt64/2, 0.5)
+		got := backoffOf(p, 5, math.MaxInt64/2, 0.5)
 		// float64 arithmetic at this size: exact to within a microsecond.
 		assert.InDelta(t, float64(math.MaxInt64/2+ms/2), float64(got), float64(time.Microsecond))
 	})
@@ -62,8 +96,8 @@ func TestBackoffBounds(t *testing.T) {
 		var prev time.Duration
 		for n := range 80 {
 			r := float64((n*7919)%1000) / 1000
-			d := p.Backoff(n, prev, r)
-			c := p.ceiling(n)
+			d := backoffOf(p, n, prev, r)
+			c := backoff.Ceiling(p.BaseDelay, p.MaxDelay, n)
 			switch j {
 			case FullJitter:
 				assert.True(t, d >= 0 && d <= c, "%v n=%d: %v", j, n, d)

@@ -19,12 +19,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-cleanhttp"
+	"github.com/retryhttp/retryhttp/internal/backoff"
+	"github.com/retryhttp/retryhttp/internal/circuit"
+	"github.com/retryhttp/retryhttp/internal/wire"
 )
 
 // Transport is an http.RoundTripper that retries transient failures of
 // requests that are safe to send again. The zero value is ready to use: it
-// sends through its own pooled transport with the default Policy.
+// sends through http.DefaultTransport with the default Policy and budget.
 //
 // A Transport is safe for concurrent use by multiple goroutines and must not
 // be copied after first use. Like http.Transport it should be reused, not
@@ -45,8 +47,12 @@ import (
 // closed, so their connections are reused. resp.Request is the caller's
 // request, as in net/http; the caller's request is never modified.
 type Transport struct {
-	// Base sends each attempt. nil means a pooled transport from
-	// go-cleanhttp, made on first use and kept for the Transport's life.
+	// Base sends each attempt. nil means http.DefaultTransport, read on
+	// every RoundTrip as http.Client reads it, so that a process-wide setting
+	// of it (a proxy, TLS roots, a test double) applies here too. Its
+	// defaults keep 2 idle connections per host: a client calling one host
+	// from many goroutines wants a Base of its own with a larger
+	// MaxIdleConnsPerHost.
 	Base http.RoundTripper
 
 	// Policy bounds attempts and waits; the zero value is the default.
@@ -64,7 +70,8 @@ type Transport struct {
 	InjectIdempotencyKey bool
 
 	// RetryStatuses replaces the response statuses that are retried. nil
-	// means DefaultRetryStatuses(): 408, 429, 502, 503, 504. An empty
+	// means DefaultRetryStatuses(): 408, 409, 429, 502, 503, 504. A 409 in
+	// the set counts only for requests with an Idempotency-Key. An empty
 	// non-nil slice retries no status.
 	RetryStatuses []int
 
@@ -76,9 +83,9 @@ type Transport struct {
 	ShouldRetry func(req *http.Request, resp *http.Response, err error) Decision
 
 	// Budget caps retries at a share of first attempts (see Budget). nil
-	// means the Transport's own budget: 10% of requests plus 10 retries/s
-	// over 10 s. NoBudget turns the cap off. Share one *Budget between
-	// Transports that call the same dependency.
+	// means the Transport's own default budget: 10% of requests plus 10
+	// retries/s over 10 s. NoBudget turns the cap off. Share one *Budget
+	// between Transports that call the same dependency.
 	Budget *Budget
 
 	// Breaker, if set, fails attempts to a host fast with ErrCircuitOpen
@@ -90,27 +97,25 @@ type Transport struct {
 	Metrics *Metrics
 
 	// Logger, if set, gets one Info record per retry and one Warn record per
-	// give-up, with method, host, path, attempt, reason, wait and any
-	// Idempotency-Key; never bodies, query strings or credentials.
+	// give-up (see Reason.GaveUp), with method, host, path, attempt,
+	// trigger, wait or give_up, and any Idempotency-Key; never bodies, query
+	// strings or credentials.
 	Logger *slog.Logger
 
-	// OnRetry, if set, is called on every retry decision, before the wait,
-	// on the RoundTrip's goroutine. Use it to feed your own telemetry.
+	// OnRetry, if set, is called on every retry decision and every give-up,
+	// before the wait, on the RoundTrip's goroutine. Use it to feed your own
+	// telemetry.
 	OnRetry func(RetryEvent)
 
-	baseOnce   sync.Once
-	base       http.RoundTripper
-	budgetOnce sync.Once
-	ownBudget  *Budget
-	trackOnce  sync.Once
+	ownBudget Budget // the default budget, when Budget is nil
+	trackOnce sync.Once
 }
 
 func (t *Transport) baseTransport() http.RoundTripper {
 	if t.Base != nil {
 		return t.Base
 	}
-	t.baseOnce.Do(func() { t.base = cleanhttp.DefaultPooledTransport() })
-	return t.base
+	return http.DefaultTransport
 }
 
 // CloseIdleConnections closes the idle connections of the base transport,
@@ -123,6 +128,18 @@ func (t *Transport) CloseIdleConnections() {
 }
 
 // RoundTrip implements http.RoundTripper.
+//
+// What the caller gets: the outcome of the last attempt sent. When it is a
+// response (a success, a status not retried, or the last 503 when the
+// Transport gave up) it is returned with err nil, body readable, as a
+// plain http.Transport would return it. When it is an error, a *RetryError
+// wrapping it. When no further attempt could be sent after a response
+// (the circuit opened during the wait, the body could not be re-read),
+// that response is returned. A *RetryError with ErrCircuitOpen, and no
+// response, means the breaker refused the first attempt: nothing was
+// sent. So branch on err for "nothing came back" and on the status for
+// what did; the reason a response came back after retries is in the logs,
+// the metrics and OnRetry, which always agree.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL == nil {
 		closeRequestBody(req)
@@ -135,13 +152,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	header := req.Header
-	hasKey := hasIdempotencyKey(header)
-	injected := t.InjectIdempotencyKey && !hasKey && injectable(req.Method)
+	hasKey := wire.HasKey(header)
+	injected := t.InjectIdempotencyKey && !hasKey && wire.Keyed(req.Method)
 	if injected {
-		header = withIdempotencyKey(header)
+		header = withIdempotencyKey(header, newIdempotencyKey())
 		hasKey = true
 	}
-	replayable := hasKey || idempotentMethod(req.Method)
+	replayable := hasKey || wire.Idempotent(req.Method)
 	body, err := newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1)
 	if err != nil {
 		closeRequestBody(req)
@@ -156,34 +173,40 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	start := time.Now()
-	budget.Deposit(start)
-	var backoff time.Duration // the previous backoff wait, for DecorrelatedJitter
+	budget.deposit(start)
+	var last *http.Response // a response kept across a wait, returned if no attempt follows
+	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
 	for attempt := 1; ; attempt++ {
 		areq, err := attemptRequest(req, header, injected, body, attempt)
 		if err != nil {
-			return t.finish(req, nil, err, attempt-1, ReasonBody)
+			return t.cannotSend(ctx, req, last, err, attempt-1, ReasonBody)
 		}
-		var report func(error)
+		var hc *hostCircuit
+		var ticket circuit.Ticket
 		if t.Breaker != nil {
-			if report, err = t.Breaker.allow(host, start); err != nil {
+			if hc, ticket, err = t.Breaker.allow(host); err != nil {
 				closeRequestBody(areq)
-				return t.finish(req, nil, err, attempt-1, ReasonCircuitOpen)
+				return t.cannotSend(ctx, areq, last, err, attempt-1, ReasonCircuitOpen)
 			}
+		}
+		if last != nil {
+			discard(last)
+			last = nil
 		}
 		t.Metrics.attempt(attempt)
 		resp, err := send(base, areq, p.AttemptTimeout)
-		if report != nil {
-			report(breakerOutcome(areq, resp, err))
+		if hc != nil {
+			hc.c.Report(ticket, breakerOutcome(areq, resp, err), time.Now)
 		}
 
 		retry, stop, trigger := t.decide(areq, resp, err, replayable && body.replayable, body.replayable, hasKey)
 		if !retry {
 			return t.finish(req, resp, err, attempt, stop)
 		}
-		e := RetryEvent{Request: areq, Attempt: attempt, Response: resp, Err: err, Reason: trigger}
+		e := RetryEvent{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
 		now := time.Now()
-		backoff = p.backoff(attempt-1, backoff, rand.Float64())
-		e.Wait = backoff
+		prev = p.backoff(attempt-1, prev, rand.Float64())
+		e.Wait = prev
 		var ra time.Duration
 		var hasRA bool
 		if resp != nil {
@@ -203,17 +226,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			e.GiveUp = ReasonDeadline
 		case t.Breaker != nil && t.Breaker.state(host) == CircuitOpen:
 			e.GiveUp = ReasonCircuitOpen
-		case !budget.Withdraw(now):
+		case !budget.withdraw(now):
 			e.GiveUp = ReasonBudget
 		}
 		t.event(ctx, e)
-		if e.GiveUp != "" {
+		if e.GiveUp != ReasonNone {
 			return t.finish(req, resp, err, attempt, e.GiveUp)
 		}
 		if resp != nil {
-			discard(resp)
+			last = keep(resp)
 		}
 		if err := sleep(ctx, e.Wait); err != nil {
+			if last != nil {
+				discard(last)
+			}
 			return t.finish(req, nil, err, attempt, ReasonCanceled)
 		}
 	}
@@ -225,15 +251,14 @@ func (t *Transport) retryBudget() *Budget {
 	if t.Budget != nil {
 		return t.Budget
 	}
-	t.budgetOnce.Do(func() { t.ownBudget = defaultBudget() })
-	return t.ownBudget
+	return &t.ownBudget
 }
 
 // decide classifies one attempt's outcome. retry is true when another
 // attempt is both useful and safe; otherwise stop names the reason.
 // safe says whether a request that may have reached the server can be sent
 // again; bodyOK whether the body can be sent again at all.
-func (t *Transport) decide(req *http.Request, resp *http.Response, err error, safe, bodyOK, hasKey bool) (retry bool, stop, trigger string) {
+func (t *Transport) decide(req *http.Request, resp *http.Response, err error, safe, bodyOK, hasKey bool) (retry bool, stop Reason, trigger Trigger) {
 	if err != nil && req.Context().Err() != nil {
 		return false, ReasonCanceled, ""
 	}
@@ -245,33 +270,34 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 		if d == Stop || d == Defer && !t.retryableStatus(resp.StatusCode, hasKey) || !safe {
 			return false, ReasonNotRetryable, ""
 		}
-		return true, "", statusTrigger(resp.StatusCode)
+		return true, ReasonNone, statusTrigger(resp.StatusCode)
 	}
 	transient, nothingSent, trigger := transientError(err)
 	if errors.Is(err, ErrAttemptTimeout) {
-		transient, trigger = true, triggerTimeout
+		transient, trigger = true, TriggerTimeout
 	}
 	if d == Stop || d == Defer && !transient || !(safe || nothingSent && bodyOK) {
 		return false, ReasonNotRetryable, trigger
 	}
-	return true, "", trigger
+	return true, ReasonNone, trigger
+}
+
+// cannotSend ends a RoundTrip whose next attempt cannot be sent (the
+// breaker refused it, or the body cannot be re-read): the caller gets the
+// response kept from the previous attempt if there is one, and otherwise a
+// RetryError wrapping cause. It is a give-up, reported like any other.
+func (t *Transport) cannotSend(ctx context.Context, req *http.Request, last *http.Response, cause error, attempts int, reason Reason) (*http.Response, error) {
+	e := RetryEvent{Request: req, Attempt: attempts, Response: last, GiveUp: reason}
+	if last == nil {
+		e.Err = cause
+	}
+	t.event(ctx, e)
+	return t.finish(req, last, e.Err, attempts, reason)
 }
 
 // finish returns an attempt's outcome to the caller and counts it.
-func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason string) (*http.Response, error) {
-	outcome := reason
-	switch {
-	case reason == ReasonCanceled:
-		outcome = outcomeCanceled
-	case reason != ReasonNotRetryable:
-	case err != nil:
-		outcome = outcomeError
-	case resp.StatusCode < 400:
-		outcome = outcomeSuccess
-	default:
-		outcome = outcomeStatus
-	}
-	t.Metrics.request(req.URL, req.Method, outcome, attempts)
+func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason) (*http.Response, error) {
+	t.Metrics.request(req, resp, err, reason, attempts)
 	if err != nil {
 		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err}
 	}
@@ -331,7 +357,7 @@ func (p Policy) retryAfterSpread(r float64) time.Duration {
 	if p.Jitter == NoJitter {
 		return 0
 	}
-	return scale(p.BaseDelay, r)
+	return backoff.Scale(p.BaseDelay, r)
 }
 
 // sleep waits d or until ctx is done, whichever comes first, and then

@@ -175,7 +175,7 @@ func TestRetryStatusesAndShouldRetry(t *testing.T) {
 	})
 	t.Run("defaults extended", func(t *testing.T) {
 		statuses := append(DefaultRetryStatuses(), 500)
-		assert.Equal(t, []int{408, 429, 502, 503, 504}, DefaultRetryStatuses(), "a copy: extending it changes nothing shared")
+		assert.Equal(t, []int{408, 409, 429, 502, 503, 504}, DefaultRetryStatuses(), "a copy: extending it changes nothing shared")
 		base := script(status(500), status(503), status(200))
 		resp, err := (&Transport{Base: base, Policy: noWait, RetryStatuses: statuses}).RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
@@ -463,7 +463,7 @@ func TestWhatTheCallerGets(t *testing.T) {
 		assert.Equal(t, 4, re.Attempts)
 		assert.Equal(t, ReasonAttempts, re.Reason)
 		assert.ErrorIs(t, err, syscall.ECONNRESET)
-		assert.Contains(t, err.Error(), "4 attempt(s)")
+		assert.Equal(t, "retryhttp: gave up: attempt limit reached (4 attempts): "+errReset.Error(), err.Error())
 	})
 	t.Run("nil URL is an error, not a panic", func(t *testing.T) {
 		b, _ := NewBreaker(BreakerSettings{})
@@ -503,14 +503,32 @@ func TestBodies(t *testing.T) {
 			assert.Equal(t, "hello", c.body)
 		}
 	})
-	t.Run("GetBody error stops with the error", func(t *testing.T) {
+	t.Run("GetBody error stops: the caller gets the last response", func(t *testing.T) {
 		base := script(status(503))
+		req := newReq(t, "PUT", "hello", nil)
+		boom := errors.New("boom")
+		req.GetBody = func() (io.ReadCloser, error) { return nil, boom }
+		var events []RetryEvent
+		resp, err := (&Transport{Base: base, Policy: noWait, OnRetry: func(e RetryEvent) { events = append(events, e) }}).RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		b, _ := io.ReadAll(resp.Body)
+		assert.Equal(t, "attempt 1", string(b), "its body still readable")
+		assert.Equal(t, 1, base.attempts())
+		require.Len(t, events, 2)
+		assert.Equal(t, ReasonBody, events[1].GiveUp)
+	})
+	t.Run("GetBody error with no response before: the error", func(t *testing.T) {
+		base := script(fail(errReset))
 		req := newReq(t, "PUT", "hello", nil)
 		boom := errors.New("boom")
 		req.GetBody = func() (io.ReadCloser, error) { return nil, boom }
 		_, err := (&Transport{Base: base, Policy: noWait}).RoundTrip(req)
 		assert.ErrorIs(t, err, boom)
-		assert.Equal(t, 1, base.attempts())
+		var re *RetryError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, ReasonBody, re.Reason)
+		assert.Equal(t, 1, re.Attempts)
 	})
 	t.Run("small body without GetBody is buffered and replayed", func(t *testing.T) {
 		base := script(status(503), status(200))
@@ -603,10 +621,6 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += n
 	return n, err
 }
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // TestIdempotencyKeys: behaviour 8.
 func TestIdempotencyKeys(t *testing.T) {

@@ -36,11 +36,11 @@ func unbudgeted(l Lib) Lib {
 			t.Budget = retryhttp.NoBudget
 			return t
 		}
-	case "retryhttp+budget+breaker":
+	case "retryhttp+budget+breaker", "retryhttp+all":
 		wrap := l.Wrap
 		l.Wrap = func(base http.RoundTripper) http.RoundTripper {
 			t := wrap(base).(*retryhttp.Transport)
-			t.Budget = retryhttp.NewBudget(1, 1e9)
+			t.Budget = must(retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: 1, MinPerSecond: 1e9}))
 			return t
 		}
 	}
@@ -58,18 +58,16 @@ func Libs() []Lib {
 			return &retryhttp.Transport{Base: base, Policy: noWait}
 		}},
 		{"retryhttp+metrics", func(base http.RoundTripper) http.RoundTripper {
-			m, err := retryhttp.NewMetrics(prometheus.NewRegistry())
-			if err != nil {
-				panic(err)
-			}
-			return &retryhttp.Transport{Base: base, Policy: noWait, Metrics: m}
+			return &retryhttp.Transport{Base: base, Policy: noWait, Metrics: must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
 		}},
 		{"retryhttp+budget+breaker", func(base http.RoundTripper) http.RoundTripper {
-			b, err := retryhttp.NewBreaker(retryhttp.BreakerSettings{})
-			if err != nil {
-				panic(err)
-			}
-			return &retryhttp.Transport{Base: base, Policy: noWait, Budget: retryhttp.NewBudget(0.1, 10), Breaker: b}
+			return &retryhttp.Transport{Base: base, Policy: noWait, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
+				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerSettings{}))}
+		}},
+		{"retryhttp+all", func(base http.RoundTripper) http.RoundTripper {
+			return &retryhttp.Transport{Base: base, Policy: noWait, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
+				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerSettings{})),
+				Metrics: must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
 		}},
 		{"go-retryablehttp", func(base http.RoundTripper) http.RoundTripper {
 			c := retryablehttp.NewClient()
@@ -94,4 +92,11 @@ func Competitors() []Lib {
 		}
 	}
 	return out
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

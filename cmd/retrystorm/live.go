@@ -49,7 +49,7 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 	defer base.CloseIdleConnections()
 	budget := retryhttp.NoBudget
 	if st.budget {
-		budget = retryhttp.NewBudget(0.1, 10)
+		budget = &retryhttp.Budget{} // the default: 10% plus 10/s
 	}
 	url := "http://" + ln.Addr().String() + "/row"
 	method := http.MethodGet
@@ -63,7 +63,7 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 	var wg sync.WaitGroup
 	one := func() {
 		defer wg.Done()
-		var giveUp string
+		var giveUp retryhttp.Reason
 		tr := &retryhttp.Transport{
 			Base: base, Policy: st.policy, Budget: budget, RetryStatuses: statuses,
 			OnRetry: func(e retryhttp.RetryEvent) { giveUp = e.GiveUp },
@@ -83,10 +83,10 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 		switch {
 		case ok:
 			res.succeeded++
-		case giveUp != "":
-			res.giveUps[giveUp]++
+		case giveUp != retryhttp.ReasonNone:
+			res.giveUps[giveUp.String()]++
 		case errors.Is(err, context.DeadlineExceeded):
-			res.giveUps[retryhttp.ReasonDeadline]++
+			res.giveUps[retryhttp.ReasonDeadline.String()]++
 		default:
 			res.giveUps["error"]++
 		}

@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/backoff"
+	"github.com/retryhttp/retryhttp/internal/budget"
 )
 
 // simulate runs a strategy through a scenario in virtual time. The waits
-// come from retryhttp's own Policy.Backoff and the give-up order and
+// come from retryhttp's own backoff and the give-up order and
 // budget from the same rules Transport.RoundTrip applies (attempts, then
 // elapsed, then deadline, then budget), on a retryhttp.Budget fed virtual
 // time, so what it shows is what the library does. Deterministic for a
@@ -17,9 +19,9 @@ import (
 func simulate(sc scenario, st strategy, seed uint64) result {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	budget := retryhttp.NoBudget
+	var bud *budget.Budget // nil: no budget
 	if st.budget {
-		budget = retryhttp.NewBudget(0.1, 10)
+		bud = budget.New(retryhttp.DefaultBudgetRatio, retryhttp.DefaultBudgetMinPerSecond, retryhttp.DefaultBudgetWindow)
 	}
 	res := result{strategy: st.name, giveUps: map[string]int{}, recovery: sc.recovery()}
 
@@ -48,7 +50,9 @@ func simulate(sc scenario, st strategy, seed uint64) result {
 		switch e.kind {
 		case evStart:
 			c.start = e.at
-			budget.Deposit(epoch.Add(e.at))
+			if bud != nil {
+				bud.Deposit(epoch.Add(e.at))
+			}
 			q.push(event{at: e.at, client: e.client, kind: evSend})
 		case evSend:
 			c.attempts++
@@ -69,9 +73,10 @@ func simulate(sc scenario, st strategy, seed uint64) result {
 				res.finished = max(res.finished, e.at)
 				continue
 			}
-			c.backoff = st.policy.Backoff(c.attempts-1, c.backoff, rng.Float64())
+			p := st.policy
+			c.backoff = backoff.Delay(backoff.Jitter(p.Jitter), p.BaseDelay, p.MaxDelay, c.attempts-1, c.backoff, rng.Float64())
 			wait := c.backoff
-			reason := ""
+			reason := retryhttp.ReasonNone
 			switch {
 			case c.attempts >= st.policy.MaxAttempts:
 				reason = retryhttp.ReasonAttempts
@@ -79,11 +84,11 @@ func simulate(sc scenario, st strategy, seed uint64) result {
 				reason = retryhttp.ReasonElapsed
 			case e.at+wait > c.start+sc.deadline:
 				reason = retryhttp.ReasonDeadline
-			case !budget.Withdraw(epoch.Add(e.at)):
+			case bud != nil && !bud.Withdraw(epoch.Add(e.at)):
 				reason = retryhttp.ReasonBudget
 			}
-			if reason != "" {
-				res.giveUps[reason]++
+			if reason != retryhttp.ReasonNone {
+				res.giveUps[reason.String()]++
 				res.finished = max(res.finished, e.at)
 				continue
 			}

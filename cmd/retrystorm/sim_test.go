@@ -46,7 +46,7 @@ func TestAmplificationAtTotalFailureIsMaxAttempts(t *testing.T) {
 	sc := alwaysDown(1000, 4)
 	for _, name := range []string{"no backoff", "fixed delay", "exponential", "full jitter", "equal jitter", "decorrelated"} {
 		r := simulate(sc, byName(sc, name), 1)
-		if r.amplification() != 4.0 || r.succeeded != 0 || r.giveUps[retryhttp.ReasonAttempts] != 1000 {
+		if r.amplification() != 4.0 || r.succeeded != 0 || r.giveUps[retryhttp.ReasonAttempts.String()] != 1000 {
 			t.Errorf("%s: amplification %.4f, %d succeeded, give-ups %v; want exactly 4.00, 0, 1000 on attempts",
 				name, r.amplification(), r.succeeded, r.giveUps)
 		}

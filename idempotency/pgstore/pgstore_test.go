@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/storetest"
+	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -27,10 +27,7 @@ import (
 // with a loud message, and fails under CI=true.
 func pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	dsn := os.Getenv("RETRYHTTP_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	dsn := testenv.PostgresDSN()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	p, err := pgxpool.New(ctx, dsn)
@@ -41,7 +38,7 @@ func pool(t testing.TB) *pgxpool.Pool {
 		if p != nil {
 			p.Close()
 		}
-		storetest.Unreachable(t, "PostgreSQL", dsn, err)
+		testenv.Unreachable(t, "PostgreSQL", dsn, err)
 	}
 	t.Cleanup(p.Close)
 	return p

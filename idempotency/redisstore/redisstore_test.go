@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/idempotency/storetest"
+	"github.com/retryhttp/retryhttp/internal/testenv"
 )
 
 // client connects to RETRYHTTP_TEST_REDIS (default 127.0.0.1:6379). When
@@ -19,16 +19,13 @@ import (
 // fails under CI=true, where the service is part of the contract.
 func client(t testing.TB) *redis.Client {
 	t.Helper()
-	addr := os.Getenv("RETRYHTTP_TEST_REDIS")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
+	addr := testenv.RedisAddr()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
-		storetest.Unreachable(t, "Redis", addr, err)
+		testenv.Unreachable(t, "Redis", addr, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c

@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,18 +20,6 @@ import (
 
 	"github.com/retryhttp/retryhttp/idempotency"
 )
-
-// Unreachable reports that a service a test needs cannot be reached: it
-// skips the test with a message that cannot be missed, and fails it when
-// CI=true, where the service is part of the contract.
-func Unreachable(t testing.TB, service, addr string, err error) {
-	t.Helper()
-	msg := fmt.Sprintf("!!! %s at %s is unreachable (%v): the %s store is NOT tested", service, addr, err, service)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
 
 // NewStore returns an empty store, isolated from every other store it
 // returned (a fresh key prefix or table), and cleaned up with t.
