@@ -1,6 +1,7 @@
 package retryhttp_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -128,3 +129,46 @@ func BenchmarkMetricsOverhead(b *testing.B) {
 	b.Run("loopback-off", func(b *testing.B) { benchRoundTrip(b, off, lsame) })
 	b.Run("loopback-on", func(b *testing.B) { benchRoundTrip(b, on, lsame) })
 }
+
+// BenchmarkBreakerManyHosts: requests to 20,000 hosts in turn through one
+// Breaker, one host in a hundred always answering 503. fast-fails/op is the
+// share of requests the breaker refused: with the failing hosts' circuits
+// open it approaches 1% (their requests after the trip).
+func BenchmarkBreakerManyHosts(b *testing.B) {
+	const hosts = 20000
+	reqs := make([]*http.Request, hosts)
+	for i := range reqs {
+		reqs[i], _ = http.NewRequest("GET", fmt.Sprintf("http://h%d.test/", i), nil)
+	}
+	base := roundTripper(func(r *http.Request) (*http.Response, error) {
+		code := 200
+		if strings.HasSuffix(r.URL.Hostname(), "00.test") {
+			code = 503
+		}
+		return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody}, nil
+	})
+	for _, maxHosts := range []int{1024, 32768} {
+		b.Run(fmt.Sprintf("MaxHosts=%d", maxHosts), func(b *testing.B) {
+			br, err := retryhttp.NewBreaker(retryhttp.BreakerSettings{MaxHosts: maxHosts})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tr := &retryhttp.Transport{Base: base, Breaker: br, Policy: retryhttp.Policy{MaxAttempts: 1}}
+			i, fast := 0, 0
+			for b.Loop() {
+				resp, err := tr.RoundTrip(reqs[i%hosts])
+				i++
+				if err != nil {
+					fast++
+					continue
+				}
+				resp.Body.Close()
+			}
+			b.ReportMetric(float64(fast)/float64(i), "fast-fails/op")
+		})
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,15 +1,20 @@
 package retryhttp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -228,4 +233,108 @@ func mustURL(t *testing.T, s string) *http.Request {
 	r, err := http.NewRequest("GET", s, nil)
 	require.NoError(t, err)
 	return r
+}
+
+// A circuit that another caller opens while this request waits to retry
+// ends the request with the response it already holds, body readable, not
+// with an error (issue #12.1). The give-up is logged and counted as
+// circuit_open, so error, log and metric tell one story.
+func TestBreakerOpenedDuringWaitReturnsLastResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := NewBreaker(BreakerSettings{Failures: 2, OpenFor: time.Minute})
+		var events []RetryEvent
+		slow := &Transport{Base: script(status(503)), Breaker: b, Budget: NoBudget,
+			Policy:  Policy{BaseDelay: time.Second, Jitter: NoJitter},
+			OnRetry: func(e RetryEvent) { events = append(events, e) }}
+		done := make(chan struct{})
+		var resp *http.Response
+		var err error
+		go func() {
+			defer close(done)
+			resp, err = slow.RoundTrip(newReq(t, "GET", "", nil))
+		}()
+		time.Sleep(500 * time.Millisecond) // the first request is waiting to retry
+		other := &Transport{Base: script(status(503)), Breaker: b, Policy: Policy{MaxAttempts: 1}}
+		r2, err2 := other.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err2)
+		r2.Body.Close()
+		require.Equal(t, CircuitOpen, b.State("http://api.test"), "the second 503 opened the circuit")
+		<-done
+		require.NoError(t, err, "the caller held a 503: it gets it, not an error")
+		assert.Equal(t, 503, resp.StatusCode)
+		body, _ := io.ReadAll(resp.Body)
+		assert.Equal(t, "attempt 1", string(body), "the kept body is readable")
+		resp.Body.Close()
+		require.Len(t, events, 2)
+		assert.Equal(t, ReasonNone, events[0].GiveUp)
+		assert.Equal(t, ReasonCircuitOpen, events[1].GiveUp)
+		assert.Equal(t, 1, events[1].Attempt)
+		assert.Same(t, resp, events[1].Response)
+	})
+}
+
+// A breaker refusing the first attempt is a give-up like any other: one Warn
+// record, one OnRetry event, one give_ups_total (issue #12.7).
+func TestBreakerRefusalIsLoggedAndCounted(t *testing.T) {
+	var buf bytes.Buffer
+	reg := prometheus.NewRegistry()
+	m, _ := NewMetrics(reg)
+	b, _ := NewBreaker(BreakerSettings{Failures: 1})
+	var events []RetryEvent
+	tr := &Transport{Base: script(status(503)), Breaker: b, Metrics: m, Policy: Policy{MaxAttempts: 1},
+		Logger:  slog.New(slog.NewJSONHandler(&buf, nil)),
+		OnRetry: func(e RetryEvent) { events = append(events, e) }}
+	resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	buf.Reset()
+	events = nil
+	_, err = tr.RoundTrip(newReq(t, "GET", "", nil))
+	require.ErrorIs(t, err, ErrCircuitOpen)
+	var re *RetryError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 0, re.Attempts)
+	require.Len(t, events, 1)
+	assert.Equal(t, ReasonCircuitOpen, events[0].GiveUp)
+	assert.Equal(t, 0, events[0].Attempt)
+	assert.ErrorIs(t, events[0].Err, ErrCircuitOpen)
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &rec))
+	assert.Equal(t, "WARN", rec["level"])
+	assert.Equal(t, "circuit_open", rec["give_up"])
+	f := scrape(t, reg)
+	assert.Equal(t, 1.0, value(f, "retryhttp_give_ups_total", "reason=circuit_open"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "outcome=circuit_open"))
+}
+
+// More hosts than MaxHosts: healthy hosts make room, failing ones keep
+// their circuits, which open and protect (issue #12.6).
+func TestBreakerKeepsProtectingPastMaxHosts(t *testing.T) {
+	b, _ := NewBreaker(BreakerSettings{Failures: 3, MaxHosts: 16})
+	failing := map[string]bool{"h7.test": true, "h50.test": true, "h123.test": true}
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		code := 200
+		if failing[r.URL.Hostname()] {
+			code = 503
+		}
+		return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr := &Transport{Base: base, Breaker: b, Policy: Policy{MaxAttempts: 1}}
+	fastFails := 0
+	for round := range 5 {
+		for h := range 200 {
+			_, err := single(t, tr, fmt.Sprintf("http://h%d.test/", h))
+			if errors.Is(err, ErrCircuitOpen) {
+				fastFails++
+			}
+		}
+		_ = round
+	}
+	for h := range failing {
+		assert.Equal(t, CircuitOpen, b.State("http://"+h), h)
+	}
+	assert.Equal(t, 3*2, fastFails, "rounds 4 and 5 fail fast on the three failing hosts")
+	n := 0
+	b.eachState(func(string, CircuitState) { n++ })
+	assert.Equal(t, 16, n)
 }

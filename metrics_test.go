@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -274,4 +275,76 @@ func TestMetricsHostLabel(t *testing.T) {
 	shared, err := NewMetrics(reg, WithHostLabel(2))
 	require.NoError(t, err, "same labels: shared")
 	assert.NotNil(t, shared)
+}
+
+// Two Breakers tracking one host on one Metrics: the scrape still works
+// (one series per host, the worst state), instead of failing with a
+// duplicate series (issue #12.4).
+func TestCircuitGaugeTwoBreakersOneHost(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	open, _ := NewBreaker(BreakerSettings{Failures: 1})
+	closed, _ := NewBreaker(BreakerSettings{Failures: 5})
+	for _, b := range []*Breaker{open, closed} {
+		tr := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 1}, Metrics: m, Breaker: b}
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	_, err = reg.Gather()
+	require.NoError(t, err, "the scrape must not fail")
+	f := gather(t, reg)
+	require.Len(t, f["retryhttp_circuit_state"].Metric, 1)
+	assert.Equal(t, 2.0, value(f, "retryhttp_circuit_state", "host=http://api.test:80"), "the worst state")
+}
+
+// Short-lived Transports, each with its own Breaker, on one long-lived
+// Metrics: the Metrics does not keep them alive (issue #12.4).
+func TestCircuitGaugeForgetsCollectedBreakers(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	keep, _ := NewBreaker(BreakerSettings{})
+	for i := range 5000 {
+		b, _ := NewBreaker(BreakerSettings{})
+		if i == 0 {
+			b = keep
+		}
+		tr := &Transport{Base: script(status(200)), Metrics: m, Breaker: b}
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	runtime.GC()
+	runtime.GC()
+	_, err = reg.Gather() // prunes
+	require.NoError(t, err)
+	m.shared.mu.Lock()
+	n := len(m.shared.breakers)
+	m.shared.mu.Unlock()
+	assert.LessOrEqual(t, n, 2, "collected Breakers are dropped; the one still referenced stays")
+	assert.GreaterOrEqual(t, n, 1)
+	runtime.KeepAlive(keep)
+}
+
+// The host label bound is per registry: two NewMetrics on one registry
+// share it instead of doubling it.
+func TestHostLabelBoundPerRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m1, err := NewMetrics(reg, WithHostLabel(2))
+	require.NoError(t, err)
+	m2, err := NewMetrics(reg, WithHostLabel(2))
+	require.NoError(t, err)
+	for i, u := range []string{"http://a.test/", "http://b.test/", "http://c.test/", "http://d.test/"} {
+		m := []*Metrics{m1, m2}[i%2]
+		req, _ := http.NewRequest("GET", u, nil)
+		resp, err := (&Transport{Base: script(status(200)), Metrics: m}).RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	f := scrape(t, reg)
+	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=other"), "c and d are past the shared bound of 2")
+	_, err = NewMetrics(reg, WithHostLabel(3))
+	assert.ErrorContains(t, err, "differs")
 }

@@ -194,9 +194,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last = nil
 		}
 		t.Metrics.attempt(attempt)
-		resp, err := send(base, areq, p.AttemptTimeout)
+		sreq, sends := traceSends(base, areq)
+		resp, err := send(base, sreq, p.AttemptTimeout)
 		if hc != nil {
 			hc.c.Report(ticket, breakerOutcome(areq, resp, err), time.Now)
+		}
+		if sends != nil {
+			// net/http resent the request itself: each resend is an attempt.
+			for range sends.extra() {
+				attempt++
+				t.Metrics.attempt(attempt)
+				budget.withdraw(time.Now())
+			}
 		}
 
 		retry, stop, trigger := t.decide(areq, resp, err, replayable && body.replayable, body.replayable, hasKey)

@@ -198,11 +198,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		s.handler.ServeHTTP(w, r)
 	case kindReset:
-		reset(w, r)
+		reset(w, r, true)
+	case kindHangup:
+		reset(w, r, false)
 	case kindDrop:
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		s.handler.ServeHTTP(httptest.NewRecorder(), r)
-		reset(w, r)
+		reset(w, r, true)
 	case kindPartial:
 		w.Header().Set("Content-Length", strconv.Itoa(len(step.body)))
 		w.WriteHeader(step.status)
@@ -212,13 +214,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// reset ends the exchange without a response: a TCP RST on HTTP/1.1, so the
-// client sees ECONNRESET, and an RST_STREAM on HTTP/2, where the connection
-// is shared with other requests and only the stream may be cut.
-func reset(w http.ResponseWriter, r *http.Request) {
+// reset ends the exchange without a response: on HTTP/1.1 a TCP RST (rst),
+// so the client sees ECONNRESET, or a plain close, so it sees EOF; on
+// HTTP/2 an RST_STREAM, where the connection is shared with other requests
+// and only the stream may be cut.
+func reset(w http.ResponseWriter, r *http.Request, rst bool) {
 	if r.ProtoMajor == 1 {
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			if tcp, ok := underlyingTCP(conn); ok {
+			if tcp, ok := underlyingTCP(conn); ok && rst {
 				tcp.SetLinger(0)
 			}
 			conn.Close()

@@ -26,6 +26,7 @@ const (
 	kindReset        // read the request, then reset the connection
 	kindDrop         // run the Handler, then reset the connection: work done, no answer
 	kindPartial      // headers and part of the body, then cut
+	kindHangup       // read the request, then close the connection without answering
 )
 
 // Status answers with code and its status text as the body.
@@ -53,6 +54,14 @@ func Forward() Step { return Step{kind: kindForward} }
 // HTTP/1.1, RST_STREAM on HTTP/2) without answering. The handler does not
 // run: a failure before the work.
 func Reset() Step { return Step{kind: kindReset} }
+
+// Hangup reads the whole request and closes the connection without
+// answering: a FIN on HTTP/1.1, where Reset sends an RST; an RST_STREAM on
+// HTTP/2. It is what a server that closes an idle keep-alive connection
+// just as a request arrives looks like, and on a reused HTTP/1.1
+// connection net/http answers it by resending a replayable request itself,
+// inside one RoundTrip. The handler does not run.
+func Hangup() Step { return Step{kind: kindHangup} }
 
 // DropResponse runs the Handler, throws its response away and resets the
 // connection: the server did the work, the client never heard. This is the
@@ -85,6 +94,8 @@ func (s Step) String() string {
 		v = "forward"
 	case kindReset:
 		v = "reset"
+	case kindHangup:
+		v = "hangup"
 	case kindDrop:
 		v = "drop response"
 	case kindPartial:
@@ -101,7 +112,7 @@ func (s Step) String() string {
 func (s Step) validate() error {
 	switch {
 	case s.kind == kindUnset:
-		return fmt.Errorf("unknown step (make steps with Status, Respond, RetryAfter, Forward, Reset, DropResponse or PartialBody)")
+		return fmt.Errorf("unknown step (make steps with Status, Respond, RetryAfter, Forward, Reset, Hangup, DropResponse or PartialBody)")
 	case s.delay < 0:
 		return fmt.Errorf("%v: negative delay %v", s, s.delay)
 	case (s.kind == kindRespond || s.kind == kindPartial) && (s.status < 100 || s.status > 599):

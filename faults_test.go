@@ -1,0 +1,184 @@
+package retryhttp_test
+
+// Tests of the promises the Transport keeps under faults (issue #12), over
+// real loopback connections.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp"
+	rt "github.com/retryhttp/retryhttp/retryhttptest"
+)
+
+// net/http resends a replayable request itself when a reused HTTP/1
+// connection dies before the response: the server sees it, so the
+// Transport counts it, in the metrics and toward MaxAttempts.
+func TestHiddenResendsAreCounted(t *testing.T) {
+	t.Run("counted as attempts", func(t *testing.T) {
+		srv := rt.Start(t, rt.Script{"/": {rt.Status(200), rt.Hangup(), rt.Status(200)}}, rt.Options{})
+		reg := prometheus.NewRegistry()
+		m, err := retryhttp.NewMetrics(reg)
+		require.NoError(t, err)
+		c := client(t, srv, &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 1}, Metrics: m})
+		for range 2 {
+			resp, err := c.Get(srv.URL + "/")
+			require.NoError(t, err)
+			readAll(resp) // so the connection is reused
+		}
+		require.Len(t, srv.Requests(), 3, "net/http resent the second request after the hangup")
+		assert.Equal(t, 3.0, sumOf(t, reg, "retryhttp_attempts_total"), "every send the server saw is an attempt")
+	})
+	t.Run("and bound by MaxAttempts", func(t *testing.T) {
+		// The second request meets a hangup, net/http resends it and gets a
+		// 503: that is its second attempt, so with MaxAttempts 2 the
+		// Transport does not send a third.
+		srv := rt.Start(t, rt.Script{"/": {rt.Status(200), rt.Hangup(), rt.Status(503), rt.Status(200)}}, rt.Options{})
+		var attempts []int
+		c := client(t, srv, &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond},
+			OnRetry: func(e retryhttp.RetryEvent) { attempts = append(attempts, e.Attempt) }})
+		resp, err := c.Get(srv.URL + "/")
+		require.NoError(t, err)
+		readAll(resp)
+		resp, err = c.Get(srv.URL + "/")
+		require.NoError(t, err)
+		readAll(resp)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, srv.Requests(), 3, "1 + 2 on the wire, as MaxAttempts says")
+		assert.Equal(t, []int{2}, attempts, "the give-up names the resend as attempt 2")
+	})
+}
+
+// Discarded error bodies up to the drain bound are read so their
+// connection is reused: 64 KiB error pages cost no connection per retry.
+func TestLargeErrorBodiesReuseConnections(t *testing.T) {
+	var conns atomic.Int32
+	body := strings.Repeat("e", 64<<10)
+	var n atomic.Int32
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 1 {
+			w.WriteHeader(503)
+			io.WriteString(w, body)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.Start()
+	defer ts.Close()
+	tr := &retryhttp.Transport{Base: ts.Client().Transport.(*http.Transport).Clone(), Budget: retryhttp.NoBudget,
+		Policy: retryhttp.Policy{BaseDelay: time.Microsecond, MaxDelay: time.Microsecond}}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for range 300 {
+		resp, err := c.Get(ts.URL)
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		readAll(resp)
+	}
+	assert.Equal(t, int32(600), n.Load())
+	assert.Equal(t, int32(1), conns.Load(), "300 retries over one connection")
+}
+
+// A drop-in RoundTripper keeps net/http's error semantics: a timeout is
+// still a timeout to os.IsTimeout, net.Error and url.Error.
+func TestTimeoutsStayTimeouts(t *testing.T) {
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	defer slow.Close()
+	for _, tc := range []struct {
+		name string
+		tr   func() *retryhttp.Transport
+	}{
+		{"base's response header timeout", func() *retryhttp.Transport {
+			base := slow.Client().Transport.(*http.Transport).Clone()
+			base.ResponseHeaderTimeout = 20 * time.Millisecond
+			return &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}
+		}},
+		{"AttemptTimeout", func() *retryhttp.Transport {
+			return &retryhttp.Transport{Base: slow.Client().Transport.(*http.Transport).Clone(),
+				Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond, AttemptTimeout: 20 * time.Millisecond}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := tc.tr()
+			defer tr.CloseIdleConnections()
+			_, err := (&http.Client{Transport: tr}).Get(slow.URL)
+			require.Error(t, err)
+			assert.True(t, os.IsTimeout(err), "os.IsTimeout(%v)", err)
+			var ne net.Error
+			require.ErrorAs(t, err, &ne)
+			assert.True(t, ne.Timeout())
+			var ue interface{ Timeout() bool }
+			require.ErrorAs(t, err, &ue)
+			assert.True(t, ue.Timeout())
+			var re *retryhttp.RetryError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, 2, re.Attempts)
+		})
+	}
+	t.Run("a caller's deadline too", func(t *testing.T) {
+		tr := &retryhttp.Transport{Base: slow.Client().Transport.(*http.Transport).Clone()}
+		defer tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", slow.URL, nil)
+		_, err := (&http.Client{Transport: tr}).Do(req)
+		assert.True(t, os.IsTimeout(err), "os.IsTimeout(%v)", err)
+		assert.True(t, errors.Is(err, context.DeadlineExceeded))
+	})
+	t.Run("not a timeout stays not a timeout", func(t *testing.T) {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		_, err := (&http.Client{Transport: &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 1}}}).Get("http://" + addr)
+		require.Error(t, err)
+		assert.False(t, os.IsTimeout(err))
+	})
+}
+
+// sumOf adds up every series of a counter or histogram (its count).
+func sumOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.Metric {
+			if m.Counter != nil {
+				sum += m.Counter.GetValue()
+			} else if m.Histogram != nil {
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+func readAll(resp *http.Response) {
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
