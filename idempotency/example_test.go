@@ -48,6 +48,6 @@ func Example() {
 	// Output:
 	// 201 replayed="" {"id":1}
 	// 201 replayed="true" {"id":1}
-	// 422 replayed="" {"title":"Idempotency-Key reused","status":422,"detail":"this key was used for a request with a different method, path or body"}
+	// 422 replayed="" {"title":"Idempotency-Key reused","status":422,"detail":"this key was used for a request with a different method, path, query or body"}
 	// charges: 1
 }

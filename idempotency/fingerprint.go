@@ -1,59 +1,69 @@
 package idempotency
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"mime"
+	"net/http"
+	"net/url"
+	"sync"
 )
 
-// fingerprint identifies a request's payload so that a key reused for a
-// different request is caught (422) instead of replaying the wrong
-// response: SHA-256 over method, path and body. A JSON body is
-// canonicalised first (keys sorted, white space dropped, numbers kept as
-// written), so a client that re-serialises the same object still matches.
-func fingerprint(method, path, contentType string, body []byte) string {
-	h := sha256.New()
-	h.Write([]byte(method))
-	h.Write([]byte{0})
-	h.Write([]byte(path))
-	h.Write([]byte{0})
-	if isJSON(contentType) {
-		if c, ok := canonicalJSON(body); ok {
-			body = c
+// fingerprint identifies a request so that a key reused for a different
+// request is caught (422) instead of replaying the wrong response:
+// SHA-256 over the method, the path and the payload. The payload is, by
+// default, the query string with its parameters in a canonical order, and
+// the body, JSON canonicalised (see canonicalJSON) so that a client that
+// re-serialises the same object still matches; Options.Fingerprint
+// replaces it.
+func (m *Middleware) fingerprint(r *http.Request, body []byte) (string, error) {
+	buf := fpPool.Get().(*[]byte)
+	defer fpPool.Put(buf)
+	b := append((*buf)[:0], r.Method...)
+	b = append(b, 0)
+	b = append(b, r.URL.Path...)
+	b = append(b, 0)
+	if m.opts.Fingerprint != nil {
+		p, err := m.opts.Fingerprint(r, body)
+		if err != nil {
+			return "", err
+		}
+		b = append(b, p...)
+	} else {
+		b = appendPayload(b, r, body)
+	}
+	*buf = b
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+var fpPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// appendPayload appends the default payload identity: canonical query, a
+// separator, canonical body.
+func appendPayload(b []byte, r *http.Request, body []byte) []byte {
+	if q := r.URL.RawQuery; q != "" {
+		if v, err := url.ParseQuery(q); err == nil {
+			q = v.Encode() // sorted by key; values of one key keep their order
+		}
+		b = append(b, q...)
+	}
+	b = append(b, 0)
+	if isJSON(r.Header.Get("Content-Type")) {
+		if c, ok := canonicalJSON(b, body); ok {
+			return c
 		}
 	}
-	h.Write(body)
-	return hex.EncodeToString(h.Sum(nil))
+	return append(b, body...)
 }
 
 func isJSON(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		return false
 	}
 	return mt == "application/json" || len(mt) > 5 && mt[len(mt)-5:] == "+json"
-}
-
-// canonicalJSON re-encodes body with sorted object keys and no
-// insignificant white space. encoding/json sorts map keys; UseNumber keeps
-// 1.0 and 1 distinct, as they are distinct payloads.
-func canonicalJSON(body []byte) ([]byte, bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
-	}
-	if dec.More() {
-		return nil, false // trailing data: not one JSON value
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, false
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), true
 }

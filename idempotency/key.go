@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/retryhttp/retryhttp/internal/wire"
 )
 
 // MaxKeyLength is the longest Idempotency-Key accepted, in bytes after
@@ -15,10 +17,11 @@ const MaxKeyLength = 255
 
 var errInvalidKey = errors.New("invalid Idempotency-Key")
 
-// parseKey reads an Idempotency-Key field value: a Structured Field string
+// ParseKey reads an Idempotency-Key field value: a Structured Field string
 // (RFC 8941 §3.3.3, `"abc"`), as draft-ietf-httpapi-idempotency-key-header
 // specifies, or a bare token of visible ASCII, as Stripe's clients send.
-func parseKey(v string) (string, error) {
+// `"q-1"` and `q-1` are the same key. It is the key StoreKey takes.
+func ParseKey(v string) (string, error) {
 	v = strings.Trim(v, " \t")
 	var key string
 	if strings.HasPrefix(v, `"`) {
@@ -75,12 +78,39 @@ func AuthorizationScope(r *http.Request) (string, error) {
 
 // StoreKey is the identity under which the middleware stores the key of a
 // caller with the given scope: a hex SHA-256 of both, so its length is
-// fixed and neither can be read back from the store. Use it to find or
-// delete a caller's record by hand.
+// fixed and neither can be read back from the store. key is the parsed key
+// (see ParseKey), not the raw header value. Use it to find or delete a
+// caller's record by hand; a handler gets its request's from
+// KeyFromContext.
 func StoreKey(scope, key string) string {
 	h := sha256.New()
 	h.Write([]byte(scope))
 	h.Write([]byte{0})
 	h.Write([]byte(key))
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// requestKey reads the request's key from Idempotency-Key or
+// X-Idempotency-Key, the two names the Transport and net/http honour. ok
+// is false when neither is present. Both present must name the same key,
+// and each at most once.
+func requestKey(h http.Header) (key string, ok bool, err error) {
+	for _, name := range wire.KeyHeaders {
+		values := h[name]
+		if len(values) == 0 {
+			continue
+		}
+		if len(values) > 1 {
+			return "", true, fmt.Errorf("%w: send exactly one %s header", errInvalidKey, name)
+		}
+		k, err := ParseKey(values[0])
+		if err != nil {
+			return "", true, err
+		}
+		if ok && k != key {
+			return "", true, fmt.Errorf("%w: %s and %s name different keys", errInvalidKey, wire.IdempotencyKey, wire.XIdempotencyKey)
+		}
+		key, ok = k, true
+	}
+	return key, ok, nil
 }

@@ -8,7 +8,16 @@ import (
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) idempotency.Store { return idempotency.NewMemoryStore(0) })
+	storetest.Run(t, func(t *testing.T) idempotency.Store {
+		s, err := idempotency.NewMemoryStore(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
 }
 
-func BenchmarkMiddleware(b *testing.B) { storetest.Bench(b, idempotency.NewMemoryStore(0)) }
+func BenchmarkMiddleware(b *testing.B) {
+	s, _ := idempotency.NewMemoryStore(0)
+	storetest.Bench(b, s)
+}

@@ -2,20 +2,41 @@
 // Idempotency-Key request header, so that a client may retry a POST
 // without causing a second side effect: exactly-once effect under
 // at-least-once delivery (draft-ietf-httpapi-idempotency-key-header, and
-// Stripe's behaviour).
+// Stripe's behaviour). X-Idempotency-Key, the older name the Transport and
+// net/http also honour, is read too; a request carrying both must name one
+// key.
 //
 // For each request with a key, the first runs the handler; its response is
-// stored and replayed, byte for byte, to every retry with the same key and
-// payload (with Idempotent-Replayed: true). A retry that arrives while the
-// first is still running gets 409 with Retry-After. The same key with a
-// different payload gets 422. Only final answers are stored (2xx, and 4xx
-// other than 408, 409 and 429); after a 5xx, a timeout status or a panic
-// the claim is released so that the retry runs again. A store that fails
-// before the handler runs gets 503 and the handler never runs unprotected.
-// A store that fails to record the response after the handler ran (and
-// outside transactional mode) keeps the claim until LockTimeout instead of
-// releasing it: the effect has happened, and a released key would let the
-// retry cause it again.
+// stored and replayed to every retry with the same key and payload (with
+// Idempotent-Replayed: true). A retry that arrives while the first is still
+// running gets 409 with Retry-After. The same key with a different payload
+// (method, path, query or body) gets 422. Only final answers are stored
+// (2xx, and 4xx other than 408, 409 and 429); after a 5xx, a timeout status
+// or a panic the claim is released so that the retry runs again. A store
+// that fails before the handler runs gets 503 and the handler never runs
+// unprotected.
+//
+// A claim lives while its handler runs: the middleware extends it every
+// LockTimeout/3, so a slow handler never loses its key to a retry, and
+// LockTimeout only bounds how long a process that died mid-request blocks
+// its keys. The times must nest: LockTimeout < the client's retry window
+// (retryhttp's MaxElapsed, 30 s by default) < Retention. The defaults (10 s,
+// and 24 h) do.
+//
+// The windows that remain, and what closes them:
+//   - A store that stays unreachable after the handler ran, for longer than
+//     the middleware retries (a few seconds), cannot record the response:
+//     the client gets its answer, the claim expires after LockTimeout, and
+//     a retry after that runs the handler again. Transactional mode closes
+//     it for writes in the same database: the effect and the record commit
+//     together.
+//   - A process killed mid-request leaves its claim for up to LockTimeout;
+//     a non-transactional effect it made before dying happens again when
+//     the retry runs. Transactional mode rolls such an effect back.
+//   - Effects outside the store's database (an email, a call to another
+//     API) are not undone by a rollback: send them with a key derived from
+//     this request's (retryhttp does it, see KeyFromContext), or through a
+//     transactional outbox.
 //
 // Responses are buffered until they are stored, so a handler that flushes
 // early is delivered in one piece at the end (see MaxResponseBytes for
@@ -27,32 +48,35 @@
 // scope. If your callers authenticate some other way (a cookie, mTLS, an
 // API key in another header), set Options.Scope to return the caller's
 // identity, or one caller can replay another's response by guessing its
-// key.
-//
-// Retention must exceed the client's whole retry window: a retry that
-// arrives after its key expired runs the handler again.
+// key. Set-Cookie is not replayed (see Options.ReplayHeader).
 package idempotency
 
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
+	"sync"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/retryhttp/retryhttp/internal/opkey"
+	"github.com/retryhttp/retryhttp/internal/wire"
 )
 
 // Options configure a Middleware. Each zero field takes the default in its
 // comment.
 type Options struct {
-	// Store keeps the records. nil means NewMemoryStore(0), which is right
-	// only for a single process.
+	// Store keeps the records. nil means a NewMemoryStore(0), which is
+	// right only for a single process, and whose replay window is bounded
+	// by its size as well as by Retention (see MemoryStore).
 	Store Store
 	// Methods the middleware applies to; others pass through untouched.
 	// nil means POST and PATCH.
@@ -64,24 +88,40 @@ type Options struct {
 	// nil means AuthorizationScope. An error answers 401.
 	Scope func(*http.Request) (string, error)
 	// Retention is how long a final response is kept and replayed. It must
-	// exceed the client's retry window. 0 means 24h.
+	// exceed the client's retry window, and LockTimeout. 0 means
+	// DefaultRetention.
 	Retention time.Duration
-	// LockTimeout is how long an in-flight claim holds its key when its
-	// process dies without releasing it. Set it above the handler's longest
-	// run: a claim that outlives it can be taken by a retry. 0 means 60s.
+	// LockTimeout is how long a claim holds its key after its process
+	// stops extending it: the longest a crashed request blocks its key.
+	// Handlers may run longer: the claim is extended while they run. It
+	// should be shorter than the client's retry window, so that the
+	// client's retries outlast a crashed claim. 0 means DefaultLockTimeout.
 	LockTimeout time.Duration
 	// WaitForResult makes a request whose key is in flight wait for the
-	// first one's response (polling the store, bounded by the request's
-	// context) instead of answering 409.
+	// first one's response (polling the store) instead of answering 409,
+	// for at most MaxWait.
 	WaitForResult bool
+	// MaxWait bounds a WaitForResult wait; then the request gets 409 with
+	// Retry-After. 0 means LockTimeout.
+	MaxWait time.Duration
 	// MaxRequestBytes bounds the body read to fingerprint a request; a
-	// longer one gets 413. 0 means 1 MiB.
+	// longer one gets 413. 0 means DefaultMaxRequestBytes.
 	MaxRequestBytes int64
 	// MaxResponseBytes bounds the response body stored. A longer response
 	// is streamed to the client and its replays answer 500 (the effect
 	// happened; the body was not kept); in transactional mode it is rolled
-	// back and answered 500 instead. 0 means 1 MiB.
+	// back and answered 500 instead. 0 means DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// Fingerprint, if set, returns what identifies a request's payload in
+	// place of the query and the body: for APIs whose requests carry parts
+	// that may differ between retries (a timestamp, a nonce), return the
+	// parts that matter. Method and path always count. An error answers
+	// 400.
+	Fingerprint func(r *http.Request, body []byte) ([]byte, error)
+	// ReplayHeader reports whether a response header field, in canonical
+	// form, is stored and replayed. nil means DefaultReplayHeader: all but
+	// Set-Cookie. Connection-specific fields and Date are never stored.
+	ReplayHeader func(name string) bool
 	// Transactional runs the handler in a transaction of the Store, which
 	// must implement TxStore (pgstore does), that also stores the
 	// response: the handler's own writes and the stored response commit or
@@ -89,7 +129,8 @@ type Options struct {
 	Transactional bool
 	// Metrics, if set, counts results (see NewMetrics).
 	Metrics *Metrics
-	// Logger, if set, records store errors. Keys are not logged.
+	// Logger gets store errors, lost claims and scope errors, never keys.
+	// nil means slog.Default(): a store that fails is not silent.
 	Logger *slog.Logger
 }
 
@@ -101,9 +142,10 @@ type Middleware struct {
 
 // Defaults of Options.
 const (
-	DefaultRetention   = 24 * time.Hour
-	DefaultLockTimeout = 60 * time.Second
-	defaultMaxBytes    = 1 << 20
+	DefaultRetention        = 24 * time.Hour
+	DefaultLockTimeout      = 10 * time.Second
+	DefaultMaxRequestBytes  = 1 << 20
+	DefaultMaxResponseBytes = 1 << 20
 )
 
 // New validates opts and returns a Middleware.
@@ -113,16 +155,18 @@ func New(opts Options) (*Middleware, error) {
 		return nil, fmt.Errorf("idempotency: Retention %v is negative", opts.Retention)
 	case opts.LockTimeout < 0:
 		return nil, fmt.Errorf("idempotency: LockTimeout %v is negative", opts.LockTimeout)
+	case opts.MaxWait < 0:
+		return nil, fmt.Errorf("idempotency: MaxWait %v is negative", opts.MaxWait)
 	case opts.MaxRequestBytes < 0:
 		return nil, fmt.Errorf("idempotency: MaxRequestBytes %d is negative", opts.MaxRequestBytes)
 	case opts.MaxResponseBytes < 0:
 		return nil, fmt.Errorf("idempotency: MaxResponseBytes %d is negative", opts.MaxResponseBytes)
 	}
 	if opts.Store == nil {
-		opts.Store = NewMemoryStore(0)
+		opts.Store, _ = NewMemoryStore(0)
 	}
 	if opts.Methods == nil {
-		opts.Methods = []string{http.MethodPost, http.MethodPatch}
+		opts.Methods = wire.KeyedMethods[:]
 	}
 	if opts.Scope == nil {
 		opts.Scope = AuthorizationScope
@@ -133,11 +177,23 @@ func New(opts Options) (*Middleware, error) {
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
+	if opts.MaxWait == 0 {
+		opts.MaxWait = opts.LockTimeout
+	}
 	if opts.MaxRequestBytes == 0 {
-		opts.MaxRequestBytes = defaultMaxBytes
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if opts.MaxResponseBytes == 0 {
-		opts.MaxResponseBytes = defaultMaxBytes
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if opts.ReplayHeader == nil {
+		opts.ReplayHeader = DefaultReplayHeader
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Retention <= opts.LockTimeout {
+		return nil, fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v: a stored response must outlive any claim, or a retry runs the handler again", opts.Retention, opts.LockTimeout)
 	}
 	m := &Middleware{opts: opts}
 	if opts.Transactional {
@@ -146,6 +202,9 @@ func New(opts Options) (*Middleware, error) {
 			return nil, fmt.Errorf("idempotency: Transactional needs a TxStore; %T is not one", opts.Store)
 		}
 		m.tx = tx
+	}
+	if ms, ok := opts.Store.(*MemoryStore); ok && opts.Metrics != nil {
+		ms.countEarlyEvictionsIn(opts.Metrics.evictedEarly)
 	}
 	return m, nil
 }
@@ -163,53 +222,63 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	values := r.Header.Values("Idempotency-Key")
-	if len(values) == 0 {
-		m.opts.Metrics.count(ResultMissingKey)
-		if m.opts.RequireKey {
-			problem(w, http.StatusBadRequest, "missing Idempotency-Key", "this endpoint requires an Idempotency-Key header")
-			return
-		}
+	key, hasKey, err := requestKey(r.Header)
+	if !hasKey && !m.opts.RequireKey {
+		m.opts.Metrics.count(resMissingKey)
 		next.ServeHTTP(w, r)
 		return
 	}
-	if len(values) > 1 {
-		m.opts.Metrics.count(ResultInvalidKey)
-		problem(w, http.StatusBadRequest, "invalid Idempotency-Key", "send exactly one Idempotency-Key header")
-		return
-	}
-	key, err := parseKey(values[0])
 	if err != nil {
-		m.opts.Metrics.count(ResultInvalidKey)
+		m.opts.Metrics.count(resInvalidKey)
 		problem(w, http.StatusBadRequest, "invalid Idempotency-Key", err.Error())
 		return
 	}
+	// Identity before the key's presence: an unauthenticated caller learns
+	// that first.
 	scope, err := m.opts.Scope(r)
 	if err != nil {
+		m.opts.Metrics.count(resUnauthorized)
+		m.log(r, slog.LevelWarn, "idempotency: no caller scope", err)
 		problem(w, http.StatusUnauthorized, "no caller identity", "the idempotency scope could not be determined")
+		return
+	}
+	if !hasKey {
+		m.opts.Metrics.count(resMissingKey)
+		problem(w, http.StatusBadRequest, "missing Idempotency-Key", "this endpoint requires an Idempotency-Key header")
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.opts.MaxRequestBytes+1))
 	r.Body.Close()
 	if err != nil {
+		m.opts.Metrics.count(resInvalidKey)
 		problem(w, http.StatusBadRequest, "unreadable body", "the request body could not be read")
 		return
 	}
 	if int64(len(body)) > m.opts.MaxRequestBytes {
+		m.opts.Metrics.count(resTooLarge)
 		problem(w, http.StatusRequestEntityTooLarge, "request too large",
 			fmt.Sprintf("requests with an Idempotency-Key are limited to %d bytes", m.opts.MaxRequestBytes))
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	fp := fingerprint(r.Method, r.URL.Path, r.Header.Get("Content-Type"), body)
-	k := StoreKey(scope, key)
-	owner := uuid.NewString()
+	fp, err := m.fingerprint(r, body)
+	if err != nil {
+		m.opts.Metrics.count(resInvalidKey)
+		problem(w, http.StatusBadRequest, "unreadable request", err.Error())
+		return
+	}
+	op := &opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
+	owner := newOwner()
 
 	ctx := r.Context()
+	waitUntil := time.Now().Add(m.opts.MaxWait)
 	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		rec, err := m.opts.Store.Claim(ctx, k, fp, owner, m.opts.LockTimeout)
+		rec, err := m.opts.Store.Claim(ctx, op.ID, fp, owner, m.opts.LockTimeout)
 		if err != nil {
-			m.opts.Metrics.count(ResultStoreError)
+			// The claim may have been taken with its reply lost: release
+			// it, or the key stays locked with nothing running.
+			m.release(r, op.ID, owner)
+			m.opts.Metrics.count(resStoreError)
 			m.storeError(w, r, "claim", err)
 			return
 		}
@@ -217,72 +286,76 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			break // ours: run the handler
 		}
 		if rec.Fingerprint != fp {
-			m.opts.Metrics.count(ResultMismatch)
+			m.opts.Metrics.count(resMismatch)
 			problem(w, http.StatusUnprocessableEntity, "Idempotency-Key reused",
-				"this key was used for a request with a different method, path or body")
+				"this key was used for a request with a different method, path, query or body")
 			return
 		}
 		if rec.Response != nil {
-			m.opts.Metrics.count(ResultReplayed)
+			m.opts.Metrics.count(resReplayed)
 			replay(w, rec.Response)
 			return
 		}
-		if !m.opts.WaitForResult {
-			m.inFlight(w, "a request with this Idempotency-Key is still being processed; retry later")
+		if !m.opts.WaitForResult || time.Now().Add(wait).After(waitUntil) {
+			m.inFlight(w, rec, "a request with this Idempotency-Key is still being processed; retry later")
 			return
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			m.inFlight(w, "gave up waiting for the request with this Idempotency-Key")
+			m.inFlight(w, rec, "gave up waiting for the request with this Idempotency-Key")
 			return
 		case <-t.C:
 		}
 	}
-	m.run(w, r, next, k, owner)
+	m.run(w, r, next, op, owner)
 }
 
-// run executes the handler under owner's claim on k and stores or releases
-// the outcome. It counts one result for the request, however it ends.
-func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, k, owner string) {
-	result := ResultNew
-	defer func() { m.opts.Metrics.count(result) }()
+// run executes the handler under owner's claim on op.ID and stores or
+// releases the outcome. It counts one result for the request, however it
+// ends.
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, op *opkey.Op, owner string) {
+	res := resNew
+	defer func() { m.opts.Metrics.count(res) }()
+	k := op.ID
 	// Store operations after the handler use a context that outlives a
 	// client that hung up: the effect happened, its record must be kept.
 	bg := context.WithoutCancel(r.Context())
+	ctx, cancel := context.WithCancelCause(opkey.With(r.Context(), op))
+	defer cancel(nil)
+	hb := m.keepClaim(r, k, owner, cancel)
 	var tx Tx
 	// abandon undoes the attempt so that a retry runs the handler again:
-	// the transaction's writes, then the claim. A failed release is only
-	// logged: the claim frees itself after LockTimeout.
+	// the transaction's writes, then the claim.
 	abandon := func() {
+		hb.stop()
 		if tx != nil {
 			tx.Rollback(bg)
 		}
-		if err := m.opts.Store.Release(bg, k, owner); err != nil {
-			m.log(r, "release", err)
-		}
+		m.release(r, k, owner)
+		res = resReleased
 	}
 	if m.tx != nil {
-		var ctx context.Context
 		var err error
-		if tx, ctx, err = m.tx.Begin(r.Context(), k, owner); err != nil {
+		if tx, ctx, err = m.tx.Begin(ctx, k, owner); err != nil {
 			abandon()
-			result = ResultStoreError
+			res = resStoreError
 			m.storeError(w, r, "begin", err)
 			return
 		}
-		r = r.WithContext(ctx)
 	}
 	rec := newRecorder(w, m.opts.MaxResponseBytes, tx != nil)
+	defer rec.free()
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked: undo, then let the panic go on
 			abandon()
 		}
 	}()
-	next.ServeHTTP(rec, r)
+	next.ServeHTTP(rec, r.WithContext(ctx))
 	finished = true
+	hb.stop()
 
 	switch {
 	case rec.overflow:
@@ -293,19 +366,25 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	case !terminal(rec.statusCode()):
 		abandon()
 	case tx != nil:
-		if err := tx.Commit(bg, rec.response(), m.opts.Retention); err != nil {
-			// Rolled back: no effect, no record. Free the key for the retry.
+		if err := tx.Commit(bg, rec.response(m.opts.ReplayHeader), m.opts.Retention); err != nil {
+			// Rolled back, or (a lost reply to COMMIT) committed: releasing
+			// frees the key in the first case and, since Release leaves a
+			// completed record alone, does nothing in the second.
 			abandon()
-			result = ResultStoreError
+			res = resStoreError
 			m.storeError(w, r, "commit", err)
 			return
 		}
 	default:
-		if err := m.opts.Store.Complete(bg, k, owner, rec.response(), m.opts.Retention); err != nil {
+		resp := rec.response(m.opts.ReplayHeader)
+		err := m.retryStore(bg, func(ctx context.Context) error {
+			return m.opts.Store.Complete(ctx, k, owner, resp, m.opts.Retention)
+		})
+		if err != nil {
 			// The effect happened and cannot be undone. Keep the claim (it
 			// expires after LockTimeout) and give the client its answer.
-			result = ResultStoreError
-			m.log(r, "complete", err)
+			res = resStoreError
+			m.log(r, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a retry runs the handler again", err)
 		}
 	}
 	rec.send()
@@ -341,26 +420,34 @@ func replay(w http.ResponseWriter, resp *Response) {
 	w.Write(resp.Body)
 }
 
-// inFlight answers 409: the key's first request is still running.
-func (m *Middleware) inFlight(w http.ResponseWriter, detail string) {
-	m.opts.Metrics.count(ResultInFlight)
-	w.Header().Set("Retry-After", "1")
+// inFlight answers 409: the key's first request is still running. Its
+// Retry-After is how long the claim may still hold: when a process that
+// died with it stops blocking the key.
+func (m *Middleware) inFlight(w http.ResponseWriter, rec *Record, detail string) {
+	m.opts.Metrics.count(resInFlight)
+	secs := int64(1)
+	if !rec.Expires.IsZero() {
+		if d := time.Until(rec.Expires); d > time.Second {
+			secs = int64((d + time.Second - 1) / time.Second)
+		}
+	}
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	problem(w, http.StatusConflict, "request in progress", detail)
 }
 
 // storeError answers a request the store failed, after logging why.
 func (m *Middleware) storeError(w http.ResponseWriter, r *http.Request, op string, err error) {
-	m.log(r, op, err)
+	m.log(r, slog.LevelError, "idempotency: store "+op+" failed", err)
 	w.Header().Set("Retry-After", "1")
 	problem(w, http.StatusServiceUnavailable, "idempotency store unavailable",
 		"the request was not processed; retry later")
 }
 
-func (m *Middleware) log(r *http.Request, op string, err error) {
-	if m.opts.Logger == nil || errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-		return
+func (m *Middleware) log(r *http.Request, level slog.Level, msg string, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client went away; nothing to report
 	}
-	m.opts.Logger.LogAttrs(r.Context(), slog.LevelError, "idempotency: store "+op+" failed",
+	m.opts.Logger.LogAttrs(r.Context(), level, msg,
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 }
 
@@ -374,4 +461,121 @@ func problem(w http.ResponseWriter, status int, title, detail string) {
 		Status int    `json:"status"`
 		Detail string `json:"detail"`
 	}{title, status, detail})
+}
+
+// newOwner returns a token naming one request's claim: 128 random bits,
+// unique across processes without coordination.
+func newOwner() string {
+	var b [16]byte
+	for i := 0; i < 16; i += 8 {
+		v := rand.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Store operations after the handler ran are retried: a pooled connection
+// that died in a failover, a reply lost in a network blip must not leave a
+// key locked or unrecorded. storeAttempts and storeDeadline bound it.
+const (
+	storeAttempts = 6
+	storeDeadline = 5 * time.Second
+	storeTryLimit = 2 * time.Second // one try's bound, so a hung connection does not hold the rest
+)
+
+// retryStore runs op until it succeeds, returns ErrNotOwner, or
+// storeAttempts tries or storeDeadline have passed, waiting 10, 20, 40 ...
+// ms between tries. Each try has its own time limit and, with a pool, is
+// likely to run on another connection than the one that failed.
+func (m *Middleware) retryStore(ctx context.Context, op func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, storeDeadline)
+	defer cancel()
+	var err error
+	wait := 10 * time.Millisecond
+	for range storeAttempts {
+		tctx, tcancel := context.WithTimeout(ctx, storeTryLimit)
+		err = op(tctx)
+		tcancel()
+		if err == nil || errors.Is(err, ErrNotOwner) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+	return err
+}
+
+// release frees owner's claim, retrying as retryStore does. A failure is
+// logged: the claim frees itself after LockTimeout.
+func (m *Middleware) release(r *http.Request, key, owner string) {
+	err := m.retryStore(context.WithoutCancel(r.Context()), func(ctx context.Context) error {
+		return m.opts.Store.Release(ctx, key, owner)
+	})
+	if err != nil {
+		m.log(r, slog.LevelError, "idempotency: store release failed; the key is held until LockTimeout", err)
+	}
+}
+
+// claimKeeper extends a claim every LockTimeout/3 while its handler runs.
+// It starts no goroutine until the first extension is due, so a handler
+// faster than that costs one timer.
+type claimKeeper struct {
+	m          *Middleware
+	r          *http.Request
+	key, owner string
+	lost       context.CancelCauseFunc
+
+	mu      sync.Mutex
+	timer   *time.Timer // guarded by mu
+	stopped bool        // guarded by mu
+}
+
+func (m *Middleware) keepClaim(r *http.Request, key, owner string, lost context.CancelCauseFunc) *claimKeeper {
+	k := &claimKeeper{m: m, r: r, key: key, owner: owner, lost: lost}
+	k.mu.Lock()
+	k.timer = time.AfterFunc(m.opts.LockTimeout/3, k.extend)
+	k.mu.Unlock()
+	return k
+}
+
+func (k *claimKeeper) extend() {
+	lock := k.m.opts.LockTimeout
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.r.Context()), lock/3)
+	err := k.m.opts.Store.Extend(ctx, k.key, k.owner, lock)
+	cancel()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return
+	}
+	switch {
+	case errors.Is(err, ErrNotOwner):
+		// Another request holds the key now: tell the handler to stop.
+		k.m.log(k.r, slog.LevelError, "idempotency: claim lost while the handler ran; its context is cancelled", err)
+		k.lost(err)
+		return
+	case err != nil:
+		// Try again sooner: the claim still has two thirds of its time.
+		k.m.log(k.r, slog.LevelWarn, "idempotency: store extend failed", err)
+		k.timer.Reset(lock / 6)
+		return
+	}
+	k.timer.Reset(lock / 3)
+}
+
+// stop ends the extensions; an extension under way finishes but changes
+// nothing.
+func (k *claimKeeper) stop() {
+	k.mu.Lock()
+	k.stopped = true
+	k.timer.Stop()
+	k.mu.Unlock()
 }

@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -21,54 +20,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func TestParseKey(t *testing.T) {
-	cases := []struct {
-		in, want string
-		ok       bool
-	}{
-		{`abc`, "abc", true},
-		{`"abc"`, "abc", true},
-		{` "a b" `, "a b", true},
-		{`"a\"b\\c"`, `a"b\c`, true},
-		{`4c345627-3d78-4ef2-8d0d-daeb9da031a7`, "4c345627-3d78-4ef2-8d0d-daeb9da031a7", true},
-		{strings.Repeat("k", 255), strings.Repeat("k", 255), true},
-		{strings.Repeat("k", 256), "", false},
-		{`"` + strings.Repeat("k", 256) + `"`, "", false},
-		{``, "", false},
-		{`""`, "", false},
-		{`"abc`, "", false},
-		{`"abc"x`, "", false},
-		{`"a\x"`, "", false},
-		{"\"a\x01\"", "", false},
-		{`a b`, "", false},
-		{`a"b`, "", false},
-		{"k\xff", "", false},
-	}
-	for _, tc := range cases {
-		got, err := parseKey(tc.in)
-		if tc.ok {
-			assert.NoError(t, err, "%q", tc.in)
-			assert.Equal(t, tc.want, got, "%q", tc.in)
-		} else {
-			assert.ErrorIs(t, err, errInvalidKey, "%q", tc.in)
-		}
-	}
-}
-
-func TestFingerprint(t *testing.T) {
-	j := "application/json"
-	base := fingerprint("POST", "/charges", j, []byte(`{"amount":100,"currency":"EUR","meta":{"b":1,"a":[1,2]}}`))
-	assert.Equal(t, base, fingerprint("POST", "/charges", j, []byte("{\n  \"currency\": \"EUR\", \"meta\": {\"a\": [1, 2], \"b\": 1},\n  \"amount\": 100\n}")), "key order and white space do not count")
-	assert.Equal(t, base, fingerprint("POST", "/charges", "application/json; charset=utf-8", []byte(`{"currency":"EUR","amount":100,"meta":{"a":[1,2],"b":1}}`)))
-	assert.NotEqual(t, base, fingerprint("POST", "/charges", j, []byte(`{"amount":100.0,"currency":"EUR","meta":{"b":1,"a":[1,2]}}`)), "numbers as written")
-	assert.NotEqual(t, base, fingerprint("POST", "/charges", j, []byte(`{"amount":100,"currency":"EUR","meta":{"b":1,"a":[2,1]}}`)), "array order counts")
-	assert.NotEqual(t, base, fingerprint("PATCH", "/charges", j, []byte(`{"amount":100,"currency":"EUR","meta":{"b":1,"a":[1,2]}}`)))
-	assert.NotEqual(t, base, fingerprint("POST", "/refunds", j, []byte(`{"amount":100,"currency":"EUR","meta":{"b":1,"a":[1,2]}}`)))
-	assert.NotEqual(t, fingerprint("POST", "/x", "text/plain", []byte(`{"a":1,"b":2}`)), fingerprint("POST", "/x", "text/plain", []byte(`{"b":2,"a":1}`)), "only JSON is canonicalised")
-	assert.Equal(t, fingerprint("POST", "/x", j, []byte(`{bad`)), fingerprint("POST", "/x", "text/plain", []byte(`{bad`)), "invalid JSON is hashed as bytes")
-	assert.Equal(t, fingerprint("POST", "/x", "application/vnd.api+json", []byte(`{"b":2,"a":1}`)), fingerprint("POST", "/x", j, []byte(`{"a":1,"b":2}`)))
-}
 
 // call sends one request through h and returns the recorded response.
 func call(h http.Handler, method, key, body string, header http.Header) *httptest.ResponseRecorder {
@@ -107,6 +58,16 @@ func (c *counter) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+func mem(t testing.TB, max ...int) *MemoryStore {
+	n := 0
+	if len(max) > 0 {
+		n = max[0]
+	}
+	s, err := NewMemoryStore(n)
+	require.NoError(t, err)
+	return s
 }
 
 func newMiddleware(t *testing.T, opts Options) *Middleware {
@@ -223,22 +184,26 @@ func (s failingStore) Complete(ctx context.Context, key, owner string, resp *Res
 }
 
 func TestStoreErrorsFailClosed(t *testing.T) {
+	synctest.Test(t, testStoreErrorsFailClosed)
+}
+
+func testStoreErrorsFailClosed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics, _ := NewMetrics(reg)
 	var c counter
-	h := newMiddleware(t, Options{Store: failingStore{NewMemoryStore(0), "claim"}, Metrics: metrics}).Handler(c.handler(201))
+	h := newMiddleware(t, Options{Store: failingStore{mem(t), "claim"}, Metrics: metrics}).Handler(c.handler(201))
 	w := call(h, "POST", "k", `{}`, nil)
 	assert.Equal(t, 503, w.Code)
 	assert.Equal(t, "1", w.Header().Get("Retry-After"))
 	assert.Equal(t, 0, c.count(), "the handler never runs unprotected")
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultStoreError)))
 
-	// Complete fails after the effect: the client still gets its answer,
-	// and the claim stays, so a retry within LockTimeout gets 409, not a
-	// second effect.
+	// Complete keeps failing after the effect (past the retries): the
+	// client still gets its answer, and the claim stays, so a retry within
+	// LockTimeout gets 409, not a second effect.
 	reg2 := prometheus.NewRegistry()
 	metrics2, _ := NewMetrics(reg2)
-	h = newMiddleware(t, Options{Store: failingStore{NewMemoryStore(0), "complete"}, Metrics: metrics2}).Handler(c.handler(201))
+	h = newMiddleware(t, Options{Store: failingStore{mem(t), "complete"}, Metrics: metrics2}).Handler(c.handler(201))
 	assert.Equal(t, 201, call(h, "POST", "k", `{}`, nil).Code)
 	assert.Equal(t, 409, call(h, "POST", "k", `{}`, nil).Code)
 	assert.Equal(t, 1, c.count())
@@ -264,7 +229,7 @@ func TestMismatchAndInFlight(t *testing.T) {
 		synctest.Wait()
 		w := call(h, "POST", "k", `{"a":1}`, nil)
 		assert.Equal(t, 409, w.Code)
-		assert.Equal(t, "1", w.Header().Get("Retry-After"))
+		assert.Equal(t, "10", w.Header().Get("Retry-After"), "how long the claim may still hold: LockTimeout")
 		assert.Equal(t, 422, call(h, "POST", "k", `{"a":2}`, nil).Code, "a mismatch wins over in-flight")
 		close(release)
 		assert.Equal(t, 201, (<-done).Code)
@@ -331,19 +296,24 @@ func TestLimits(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	for _, o := range []Options{{Retention: -1}, {LockTimeout: -1}, {MaxRequestBytes: -1}, {MaxResponseBytes: -1}, {Transactional: true}} {
+	for _, o := range []Options{{Retention: -1}, {LockTimeout: -1}, {MaxWait: -1}, {MaxRequestBytes: -1}, {MaxResponseBytes: -1}, {Transactional: true},
+		{Retention: time.Second, LockTimeout: time.Minute}, {Retention: time.Second}} {
 		_, err := New(o)
 		assert.Error(t, err, "%+v", o)
 	}
-	_, err := NewMetrics(nil)
+	_, err := New(Options{Retention: time.Second, LockTimeout: time.Minute})
+	assert.ErrorContains(t, err, "Retention 1s must exceed LockTimeout 1m0s")
+	_, err = NewMetrics(nil)
 	assert.Error(t, err)
+	_, err = NewMemoryStore(-1)
+	assert.ErrorContains(t, err, "maxEntries -1 is negative")
 	reg := prometheus.NewRegistry()
 	m1, err := NewMetrics(reg)
 	require.NoError(t, err)
 	m2, err := NewMetrics(reg)
 	require.NoError(t, err)
-	m1.count(ResultNew)
-	m2.count(ResultNew)
+	m1.count(resNew)
+	m2.count(resNew)
 	assert.Equal(t, 2.0, testutil.ToFloat64(m1.requests.WithLabelValues(ResultNew)))
 }
 
@@ -357,7 +327,7 @@ func TestScopeError(t *testing.T) {
 func TestMemoryStoreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s := NewMemoryStore(3)
+		s := mem(t, 3)
 		for _, k := range []string{"a", "b", "c"} {
 			_, err := s.Claim(ctx, k, "fp", "o", time.Minute)
 			require.NoError(t, err)
@@ -386,7 +356,7 @@ func TestMemoryStoreBounded(t *testing.T) {
 func TestMemoryStoreTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		s := NewMemoryStore(0)
+		s := mem(t)
 		_, _ = s.Claim(ctx, "k", "fp", "o", time.Minute)
 		require.NoError(t, s.Complete(ctx, "k", "o", &Response{Status: 201}, 24*time.Hour))
 		time.Sleep(24*time.Hour - time.Second)
@@ -396,48 +366,5 @@ func TestMemoryStoreTTL(t *testing.T) {
 		time.Sleep(time.Second)
 		rec, _ = s.Claim(ctx, "k", "fp", "o2", time.Minute)
 		assert.Nil(t, rec, "expired exactly at retention")
-	})
-}
-
-// FuzzParseKey: any header value is either rejected or yields a key of 1 to
-// 255 printable bytes; a valid bare token is its own key.
-func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{`abc`, `"abc"`, `"a\"b"`, ``, `"`, `a b`, strings.Repeat("k", 256)} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, v string) {
-		k, err := parseKey(v)
-		if err != nil {
-			return
-		}
-		if len(k) == 0 || len(k) > MaxKeyLength {
-			t.Fatalf("%q: key of %d bytes", v, len(k))
-		}
-		for i := 0; i < len(k); i++ {
-			if k[i] < 0x20 || k[i] > 0x7e {
-				t.Fatalf("%q: key has byte 0x%02x", v, k[i])
-			}
-		}
-		if trimmed := strings.Trim(v, " \t"); !strings.HasPrefix(trimmed, `"`) && k != trimmed {
-			t.Fatalf("%q: bare token became %q", v, k)
-		}
-	})
-}
-
-// FuzzCanonicalJSON: canonicalisation is idempotent, so two requests that
-// differ only in formatting always fingerprint alike.
-func FuzzCanonicalJSON(f *testing.F) {
-	for _, s := range []string{`{"b":1,"a":[1,2,{"d":null,"c":"x"}]}`, `[1.0, 1e3, -0]`, `"\u00e9"`, `{"a":1} {"b":2}`, `{`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		c, ok := canonicalJSON(body)
-		if !ok {
-			return
-		}
-		c2, ok := canonicalJSON(c)
-		if !ok || !bytes.Equal(c, c2) {
-			t.Fatalf("%q -> %q -> %q (ok=%v)", body, c, c2, ok)
-		}
 	})
 }

@@ -3,18 +3,19 @@ package idempotency
 import (
 	"bytes"
 	"net/http"
+	"sync"
 )
 
 // recorder buffers a handler's response so that it is stored before the
 // client sees it: in transactional mode the client must not hear of an
 // effect that might still roll back. Past limit bytes of body it gives up
 // buffering and streams to the client, and the stored record is marked
-// TooLarge.
+// TooLarge. Its body buffer is pooled: call free when done.
 type recorder struct {
 	w      http.ResponseWriter
 	header http.Header
 	status int
-	body   bytes.Buffer
+	body   *bytes.Buffer
 	limit  int64
 
 	streaming bool // the limit was passed: everything goes straight to w
@@ -22,8 +23,20 @@ type recorder struct {
 	overflow  bool // tx mode passed the limit; the rest was dropped
 }
 
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 func newRecorder(w http.ResponseWriter, limit int64, tx bool) *recorder {
-	return &recorder{w: w, header: http.Header{}, limit: limit, tx: tx}
+	return &recorder{w: w, header: make(http.Header, 4), limit: limit, tx: tx, body: bufPool.Get().(*bytes.Buffer)}
+}
+
+// free returns the body buffer to the pool; the recorder must not be used
+// after.
+func (r *recorder) free() {
+	if r.body.Cap() <= 64<<10 { // do not keep a large response's buffer alive
+		r.body.Reset()
+		bufPool.Put(r.body)
+	}
+	r.body = nil
 }
 
 func (r *recorder) Header() http.Header {
@@ -56,7 +69,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 	}
 	// Stream from here on: send what was buffered, then p.
 	r.streaming = true
-	r.sendHeader(nil)
+	r.sendHeader()
 	if _, err := r.w.Write(r.body.Bytes()); err != nil {
 		return 0, err
 	}
@@ -78,14 +91,11 @@ func (r *recorder) statusCode() int {
 	return r.status
 }
 
-// sendHeader copies the buffered header (and extra) to the client and
-// writes the status.
-func (r *recorder) sendHeader(extra http.Header) {
+// sendHeader copies the buffered header to the client and writes the
+// status.
+func (r *recorder) sendHeader() {
 	dst := r.w.Header()
 	for k, v := range r.header {
-		dst[k] = v
-	}
-	for k, v := range extra {
 		dst[k] = v
 	}
 	r.w.WriteHeader(r.statusCode())
@@ -96,13 +106,14 @@ func (r *recorder) send() {
 	if r.streaming {
 		return
 	}
-	r.sendHeader(nil)
+	r.sendHeader()
 	r.w.Write(r.body.Bytes())
 }
 
-// response is what to store.
-func (r *recorder) response() *Response {
-	resp := &Response{Status: r.statusCode(), Header: storableHeader(r.header)}
+// response is what to store: the status, the header fields keep says to
+// replay, and a copy of the body.
+func (r *recorder) response(keep func(string) bool) *Response {
+	resp := &Response{Status: r.statusCode(), Header: storableHeader(r.header, keep)}
 	if r.streaming {
 		resp.TooLarge = true
 	} else {
@@ -111,20 +122,29 @@ func (r *recorder) response() *Response {
 	return resp
 }
 
-// hopByHop are the fields that describe one connection, not the response
-// (RFC 9110 §7.6.1), plus Date, which a replay sets anew.
-var hopByHop = []string{
-	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Date",
+// neverStored are the fields that describe one connection, not the
+// response (RFC 9110 §7.6.1), plus Date, which a replay sets anew. They
+// are never stored, whatever Options.ReplayHeader says.
+var neverStored = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Date": true,
 }
 
-func storableHeader(h http.Header) http.Header {
-	c := h.Clone()
-	if c == nil {
+// DefaultReplayHeader is the header policy when Options.ReplayHeader is
+// nil: every field but Set-Cookie. A replay describes the result (Location,
+// Content-Type, ETag, the API's own fields); it does not hand the first
+// response's session to whoever sends the key again.
+func DefaultReplayHeader(name string) bool { return name != "Set-Cookie" }
+
+func storableHeader(h http.Header, keep func(string) bool) http.Header {
+	if len(h) == 0 {
 		return nil
 	}
-	for _, k := range hopByHop {
-		delete(c, k)
+	c := make(http.Header, len(h))
+	for k, v := range h {
+		if ck := http.CanonicalHeaderKey(k); !neverStored[ck] && keep(ck) {
+			c[k] = append([]string(nil), v...)
+		}
 	}
 	return c
 }

@@ -10,17 +10,27 @@ import (
 // Store keeps idempotency records. Keys arrive already scoped and hashed
 // (hex SHA-256 of scope and key), so a Store need not escape or bound them.
 //
-// Three operations, each atomic on its own, are all the middleware needs;
-// a backend (DynamoDB, etcd, ...) that can do a conditional put, a
+// Four operations, each atomic on its own, are all the middleware needs; a
+// backend (DynamoDB, etcd, ...) that can do a conditional put, a
 // conditional update and a conditional delete can implement it, and the
 // storetest package checks that it does.
 type Store interface {
 	// Claim takes key for owner, as an in-flight record with fingerprint
 	// that expires after lock, unless a live record already holds the key.
-	// It returns nil when owner took the claim, and the live record
+	// It returns nil when owner holds the claim, and the live record
 	// otherwise. Expired records count as absent. Exactly one of many
 	// concurrent Claims of a free key may succeed.
+	//
+	// Claim is idempotent per owner: a live in-flight record that owner
+	// already holds is owner's (nil), so a Claim sent again after its reply
+	// was lost (a network client resends it) does not lock the key against
+	// its own request.
 	Claim(ctx context.Context, key, fingerprint, owner string, lock time.Duration) (*Record, error)
+
+	// Extend moves owner's in-flight claim's expiry to lock from now, while
+	// its handler still runs. It returns ErrNotOwner if owner no longer
+	// holds the claim.
+	Extend(ctx context.Context, key, owner string, lock time.Duration) error
 
 	// Complete replaces owner's in-flight record with the final response,
 	// kept for retention. It returns ErrNotOwner if owner no longer holds
@@ -39,8 +49,9 @@ type Store interface {
 // for it.
 type TxStore interface {
 	Store
-	// Begin opens a transaction for owner's claim on key and returns a
-	// context that carries it, for the handler to write through.
+	// Begin prepares a transaction for owner's claim on key and returns a
+	// context that carries it, for the handler to write through. A store
+	// may open the transaction lazily, on the handler's first use of it.
 	Begin(ctx context.Context, key, owner string) (Tx, context.Context, error)
 }
 
@@ -56,10 +67,14 @@ type Tx interface {
 // Record is what a Store holds for a key.
 type Record struct {
 	// Fingerprint identifies the request that claimed the key.
-	Fingerprint string `json:"fp"`
+	Fingerprint string
 	// Response is the final response, or nil while the request is in
 	// flight.
-	Response *Response `json:"resp,omitempty"`
+	Response *Response
+	// Expires is when the record expires: for an in-flight record, when
+	// its claim frees itself unless extended. Zero if the store does not
+	// know.
+	Expires time.Time
 }
 
 // Response is a stored response.
@@ -74,5 +89,5 @@ type Response struct {
 }
 
 // ErrNotOwner reports that a claim was lost: its lock expired and another
-// request took the key.
+// request took the key, or the request completed or released it already.
 var ErrNotOwner = errors.New("idempotency: claim no longer held by this request")

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/wire"
 )
 
 // Script gives each path its steps: request i on the path gets step i, and
@@ -73,8 +75,13 @@ type Request struct {
 	RetryAfter string
 }
 
-// IdempotencyKey is the request's Idempotency-Key header.
-func (r Request) IdempotencyKey() string { return r.Header.Get("Idempotency-Key") }
+// IdempotencyKey is the request's idempotency key, from Idempotency-Key or,
+// failing that, X-Idempotency-Key (the names the Transport and the
+// middleware honour), as sent.
+func (r Request) IdempotencyKey() string {
+	k, _ := wire.Key(r.Header)
+	return k
+}
 
 // NewServer validates the script and starts the server. A bad script (an
 // empty route, a zero Step, a negative delay, a status out of range) is an
@@ -249,15 +256,16 @@ type Effects struct {
 }
 
 // Handler returns a handler that records one side effect under the
-// request's Idempotency-Key ("" when it has none) and answers status and
-// body. Wrap it in the idempotency middleware to test the server half.
+// request's idempotency key (Idempotency-Key or X-Idempotency-Key; "" when
+// it has none) and answers status and body. Wrap it in the idempotency middleware to test the server half.
 func (e *Effects) Handler(status int, body string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		if e.byKey == nil {
 			e.byKey = map[string]int{}
 		}
-		e.byKey[r.Header.Get("Idempotency-Key")]++
+		k, _ := wire.Key(r.Header)
+		e.byKey[k]++
 		e.total++
 		e.mu.Unlock()
 		w.WriteHeader(status)

@@ -222,3 +222,17 @@ func TestAssertions(t *testing.T) {
 		})
 	}
 }
+
+// Both key names are keys (issue #11.7): the Transport and the middleware
+// honour X-Idempotency-Key, so the kit counts effects under it too.
+func TestXIdempotencyKeyIsAKey(t *testing.T) {
+	srv := Start(t, Script{"/": {Forward()}}, Options{})
+	req, _ := http.NewRequest("POST", srv.URL+"/", strings.NewReader("x"))
+	req.Header.Set("X-Idempotency-Key", "xk")
+	resp, err := srv.Transport().RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 1, srv.Effects.Count("xk"))
+	assert.Equal(t, "xk", srv.Requests()[0].IdempotencyKey())
+	assert.True(t, AssertSameIdempotencyKey(t, srv.Requests()))
+}

@@ -44,10 +44,15 @@ func Example_transactional() {
 			http.Error(w, "bad amount", http.StatusBadRequest) // 4xx: stored and replayed
 			return
 		}
+		// The request's transaction, begun here: it commits with the stored
+		// response.
+		tx, err := pgstore.Tx(r.Context())
+		if err != nil {
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
 		var id int64
-		// The request's transaction: commits with the stored response.
-		err := pgstore.Tx(r.Context()).QueryRow(r.Context(),
-			`INSERT INTO charges (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&id)
+		err = tx.QueryRow(r.Context(), `INSERT INTO charges (amount) VALUES ($1) RETURNING id`, in.Amount).Scan(&id)
 		if err != nil {
 			http.Error(w, "try again", http.StatusServiceUnavailable) // 5xx: rolled back, key freed
 			return

@@ -5,10 +5,13 @@
 // back together and a crash anywhere leaves neither a duplicate nor a lost
 // effect.
 //
-// Create the table with Store.Migrate or the SQL of Schema. Expired rows
-// are ignored by every query but not deleted by them: call Store.Sweep
-// periodically (a cron job, or a ticker in your service) to reclaim space;
-// expires_at is indexed for it.
+// Create the table with Store.Migrate (safe to run from every replica at
+// once) or the SQL of Schema. Expired rows are ignored by every query but
+// not deleted by them: call Store.Sweep periodically (a cron job, or a
+// ticker in your service) to reclaim space; expires_at is indexed for it.
+//
+// In transactional mode a request holds a pooled connection from the
+// handler's first Tx call to its commit (see Tx): size the pool for it.
 package pgstore
 
 import (
@@ -18,6 +21,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,7 +73,7 @@ type Store struct {
 	pool  *pgxpool.Pool
 	table string // as given, validated
 
-	claim, complete, release, sweep string
+	claim, takeover, extend, complete, release, sweep string
 }
 
 // New returns a Store on table ("" means DefaultTable; "schema.table" is
@@ -88,25 +92,32 @@ func New(pool *pgxpool.Pool, table string) (*Store, error) {
 	return &Store{
 		pool:  pool,
 		table: table,
-		// An expired row is taken over as if absent; a live one is left
-		// alone, and then read back. $4 and $7 are microseconds.
-		// One round trip: take the key if it is free or expired, otherwise
-		// read the live record. The read sees the statement's snapshot, so
-		// a record committed by a concurrent claimer after it began is not
-		// seen; then no row comes back, and Claim asks again.
-		claim: `WITH taken AS (
-	INSERT INTO ` + t + ` AS r (key, fingerprint, owner, expires_at)
+		// One round trip for a new key and for a live one. ON CONFLICT DO
+		// NOTHING takes no row lock and writes nothing when the key exists,
+		// so a replay is a read: it assigns no transaction id and waits for
+		// no WAL flush, and concurrent replays do not queue on the row. The
+		// read sees the statement's snapshot: a record committed by a
+		// concurrent claimer after it began is not seen, then no row comes
+		// back and Claim asks again. $4 is microseconds. The remaining time
+		// is computed by the database, so the two clocks need not agree.
+		claim: `WITH ins AS (
+	INSERT INTO ` + t + ` (key, fingerprint, owner, expires_at)
 	VALUES ($1, $2, $3, now() + $4 * interval '1 microsecond')
-	ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, owner = EXCLUDED.owner,
-		done = false, status = NULL, header = NULL, body = NULL, too_large = false,
-		expires_at = EXCLUDED.expires_at, created_at = now()
-	WHERE r.expires_at <= now()
+	ON CONFLICT (key) DO NOTHING
 	RETURNING 1
 )
-SELECT true, '', false, NULL::integer, NULL::jsonb, NULL::bytea, false FROM taken
+SELECT true, '', '', false, NULL::integer, NULL::jsonb, NULL::bytea, false, 0::float8 FROM ins
 UNION ALL
-SELECT false, fingerprint, done, status, header, body, too_large FROM ` + t + `
-WHERE key = $1 AND expires_at > now() AND NOT EXISTS (SELECT 1 FROM taken)`,
+SELECT false, fingerprint, owner, done, status, header, body, too_large,
+	extract(epoch FROM expires_at - clock_timestamp())::float8 FROM ` + t + `
+WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`,
+		// An expired record is taken over as if absent; only one claimer
+		// can, the one whose UPDATE finds it still expired.
+		takeover: `UPDATE ` + t + ` SET fingerprint = $2, owner = $3, done = false, status = NULL, header = NULL,
+	body = NULL, too_large = false, expires_at = now() + $4 * interval '1 microsecond', created_at = now()
+WHERE key = $1 AND expires_at <= now()`,
+		extend: `UPDATE ` + t + ` SET expires_at = now() + $3 * interval '1 microsecond'
+WHERE key = $1 AND owner = $2 AND NOT done AND expires_at > now()`,
 		complete: `UPDATE ` + t + ` SET done = true, status = $3, header = $4, body = $5, too_large = $6,
 	expires_at = now() + $7 * interval '1 microsecond'
 WHERE key = $1 AND owner = $2 AND NOT done AND expires_at > now()`,
@@ -115,9 +126,18 @@ WHERE key = $1 AND owner = $2 AND NOT done AND expires_at > now()`,
 	}, nil
 }
 
-// Migrate creates the table and its index if they do not exist.
+// Migrate creates the table and its index if they do not exist. It is safe
+// to run from every replica at start-up: an advisory lock serialises
+// concurrent runs (CREATE ... IF NOT EXISTS alone is not safe under
+// concurrency in PostgreSQL).
 func (s *Store) Migrate(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, SchemaFor(s.table))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "retryhttp pgstore "+s.table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, SchemaFor(s.table))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
 	}
@@ -140,25 +160,40 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock 
 	// claimer); then nothing comes back and the key is asked for again.
 	for range 5 {
 		var (
-			taken    bool
-			rec      idempotency.Record
-			done     bool
-			status   *int32
-			header   []byte
-			body     []byte
-			tooLarge bool
+			taken     bool
+			rec       idempotency.Record
+			holder    string
+			done      bool
+			status    *int32
+			header    []byte
+			body      []byte
+			tooLarge  bool
+			remaining float64
 		)
 		err := s.pool.QueryRow(ctx, s.claim, key, fingerprint, owner, lock.Microseconds()).
-			Scan(&taken, &rec.Fingerprint, &done, &status, &header, &body, &tooLarge)
+			Scan(&taken, &rec.Fingerprint, &holder, &done, &status, &header, &body, &tooLarge, &remaining)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: claim: %w", err)
 		}
-		if taken {
+		switch {
+		case taken:
 			return nil, nil
+		case remaining <= 0: // expired: take it over
+			tag, err := s.pool.Exec(ctx, s.takeover, key, fingerprint, owner, lock.Microseconds())
+			if err != nil {
+				return nil, fmt.Errorf("pgstore: claim: %w", err)
+			}
+			if tag.RowsAffected() == 1 {
+				return nil, nil
+			}
+			continue // another claimer took it first
+		case !done && holder == owner:
+			return nil, nil // ours already: a repeated Claim
 		}
+		rec.Expires = time.Now().Add(time.Duration(remaining * float64(time.Second)))
 		if done {
 			resp := &idempotency.Response{Body: body, TooLarge: tooLarge}
 			if status != nil {
@@ -176,18 +211,30 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock 
 	return nil, errors.New("pgstore: claim: key changed hands too often; retry")
 }
 
+// Extend implements idempotency.Store.
+func (s *Store) Extend(ctx context.Context, key, owner string, lock time.Duration) error {
+	tag, err := s.pool.Exec(ctx, s.extend, key, owner, lock.Microseconds())
+	if err != nil {
+		return fmt.Errorf("pgstore: extend: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return idempotency.ErrNotOwner
+	}
+	return nil
+}
+
 // execer is what Complete needs of a pool or a transaction.
 type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 func (s *Store) completeOn(ctx context.Context, db execer, key, owner string, resp *idempotency.Response, retention time.Duration) error {
-	header, err := json.Marshal(resp.Header)
-	if err != nil {
-		return err
-	}
-	if resp.Header == nil {
-		header = []byte("{}")
+	header := []byte("{}")
+	if resp.Header != nil {
+		var err error
+		if header, err = json.Marshal(resp.Header); err != nil {
+			return err
+		}
 	}
 	tag, err := db.Exec(ctx, s.complete, key, owner, resp.Status, header, resp.Body, resp.TooLarge, retention.Microseconds())
 	if err != nil {
@@ -214,42 +261,87 @@ func (s *Store) Release(ctx context.Context, key, owner string) error {
 
 type txKey struct{}
 
-// Tx returns the transaction the middleware opened for this request in
-// transactional mode, or nil outside it. Write the side effect through it:
-// it commits together with the stored response, or not at all.
-func Tx(ctx context.Context) pgx.Tx {
-	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
-	return tx
+// ErrNoTx is returned by Tx outside a request that the middleware serves
+// in transactional mode.
+var ErrNoTx = errors.New("pgstore: no transaction in this context (is the middleware in transactional mode?)")
+
+// Tx returns the transaction the middleware prepared for this request in
+// transactional mode; write the side effect through it: it commits
+// together with the stored response, or not at all.
+//
+// The transaction begins on the first call, not when the request arrives,
+// so a handler that first calls another service (with its retries and
+// Retry-After waits) holds no pooled connection meanwhile. From the first
+// call to the commit it holds one: size the pool for the transactional
+// requests that can be between those two points at once, plus the store's
+// own short statements (claims, extensions). Outside transactional mode
+// it returns ErrNoTx.
+func Tx(ctx context.Context) (pgx.Tx, error) {
+	st, _ := ctx.Value(txKey{}).(*storeTx)
+	if st == nil {
+		return nil, ErrNoTx
+	}
+	return st.begin(ctx)
 }
 
-// Begin implements idempotency.TxStore.
+// Begin implements idempotency.TxStore. The transaction itself begins on
+// the handler's first Tx call.
 func (s *Store) Begin(ctx context.Context, key, owner string) (idempotency.Tx, context.Context, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, ctx, fmt.Errorf("pgstore: begin: %w", err)
-	}
-	return &storeTx{s: s, tx: tx, key: key, owner: owner}, context.WithValue(ctx, txKey{}, tx), nil
+	st := &storeTx{s: s, key: key, owner: owner}
+	return st, context.WithValue(ctx, txKey{}, st), nil
 }
 
 type storeTx struct {
 	s          *Store
-	tx         pgx.Tx
 	key, owner string
+
+	mu  sync.Mutex
+	tx  pgx.Tx // nil until the handler's first Tx call; guarded by mu
+	err error  // the Begin error; guarded by mu
+}
+
+func (t *storeTx) begin(ctx context.Context) (pgx.Tx, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tx == nil && t.err == nil {
+		tx, err := t.s.pool.Begin(ctx)
+		if err != nil {
+			t.err = fmt.Errorf("pgstore: begin: %w", err)
+		} else {
+			t.tx = tx
+		}
+	}
+	return t.tx, t.err
 }
 
 func (t *storeTx) Commit(ctx context.Context, resp *idempotency.Response, retention time.Duration) error {
-	if err := t.s.completeOn(ctx, t.tx, t.key, t.owner, resp, retention); err != nil {
-		t.tx.Rollback(ctx)
+	t.mu.Lock()
+	tx, err := t.tx, t.err
+	t.mu.Unlock()
+	switch {
+	case err != nil:
+		return err // the handler could not write its effect: nothing to commit
+	case tx == nil: // the handler wrote nothing through the transaction
+		return t.s.Complete(ctx, t.key, t.owner, resp, retention)
+	}
+	if err := t.s.completeOn(ctx, tx, t.key, t.owner, resp, retention); err != nil {
+		tx.Rollback(ctx)
 		return err
 	}
-	if err := t.tx.Commit(ctx); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgstore: commit: %w", err)
 	}
 	return nil
 }
 
 func (t *storeTx) Rollback(ctx context.Context) error {
-	err := t.tx.Rollback(ctx)
+	t.mu.Lock()
+	tx := t.tx
+	t.mu.Unlock()
+	if tx == nil {
+		return nil
+	}
+	err := tx.Rollback(ctx)
 	if errors.Is(err, pgx.ErrTxClosed) {
 		return nil
 	}

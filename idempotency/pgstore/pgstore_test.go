@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -55,9 +56,12 @@ func newStore(t *testing.T) *pgstore.Store {
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	tables.Store(s, table)
 	t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
 	return s
 }
+
+var quiet = slog.New(slog.DiscardHandler)
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) idempotency.Store { return newStore(t) })
@@ -128,13 +132,13 @@ func (h *chargeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	step := h.script[min(h.calls, len(h.script)-1)]
 	h.calls++
 	h.mu.Unlock()
-	tx := pgstore.Tx(r.Context())
-	if tx == nil {
-		http.Error(w, "no transaction", 500)
+	tx, err := pgstore.Tx(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), 500)
 		return
 	}
 	var id int64
-	err := tx.QueryRow(r.Context(), "INSERT INTO "+h.table+" (amount, idem_key) VALUES (100, $1) RETURNING id",
+	err = tx.QueryRow(r.Context(), "INSERT INTO "+h.table+" (amount, idem_key) VALUES (100, $1) RETURNING id",
 		r.Header.Get("Idempotency-Key")).Scan(&id)
 	if err != nil {
 		http.Error(w, err.Error(), 500)
@@ -153,7 +157,14 @@ func (h *chargeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"id":%d}`, id)
 }
 
-func txServer(t *testing.T, s *pgstore.Store, h http.Handler, lock time.Duration) string {
+// stalled is a store whose claims are never extended, as when the process
+// holding them is cut off from the database: they expire under a running
+// handler.
+type stalled struct{ *pgstore.Store }
+
+func (stalled) Extend(context.Context, string, string, time.Duration) error { return nil }
+
+func txServer(t *testing.T, s idempotency.TxStore, h http.Handler, lock time.Duration) string {
 	m, err := idempotency.New(idempotency.Options{Store: s, Transactional: true, LockTimeout: lock})
 	if err != nil {
 		t.Fatal(err)
@@ -220,8 +231,8 @@ func TestTransactional(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a request that outlived its lock cannot commit", func(t *testing.T) {
-		s := newStore(t)
+	t.Run("a request whose claim expired cannot commit", func(t *testing.T) {
+		s := stalled{newStore(t)}
 		p := pool(t)
 		charges := chargesTable(t, p)
 		h := &chargeHandler{table: charges, script: []string{"slow", "ok"}}

@@ -1,18 +1,22 @@
 // Package redisstore keeps idempotency records in Redis, for several
-// processes behind one endpoint. Redis 7.0 or later (SET with NX and GET).
+// processes behind one endpoint. Redis 6.2 or later.
 //
-// A claim is one SET NX PX, atomic on the server; completing and releasing
-// are compare-and-set scripts that act only while the value still names the
-// caller's owner token. Records expire by Redis's own TTL, so nothing needs
-// sweeping. Records live as long as Redis keeps them: run it with
-// persistence if a restart must not forget completed keys.
+// Every operation is one script, atomic on the server and one round trip:
+// a claim takes a free key or reads the live record; completing, extending
+// and releasing act only while the value still names the caller's owner
+// token. A new key costs two commands (claim, complete), a replay one.
+// Records expire by Redis's own TTL, so nothing needs sweeping. Records
+// live as long as Redis keeps them: run it with persistence if a restart
+// must not forget completed keys.
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,80 +45,105 @@ func New(client redis.UniversalClient, prefix string) (*Store, error) {
 	return &Store{client: client, prefix: prefix}, nil
 }
 
-// A value is "<owner>|<record JSON>" while in flight and "done|<record
-// JSON>" once complete, so the scripts can check ownership with a prefix
-// comparison instead of decoding JSON.
-const donePrefix = "done|"
+// Values: "f|<owner>|<fingerprint>" while in flight, "d|<fingerprint>|<response>"
+// once complete. Owners and fingerprints hold no '|', so the scripts check
+// ownership with a prefix comparison, and completing moves the
+// fingerprint over without Go reading it back.
+//
+// claimScript: take a free key (0), find it already ours (1: a repeated
+// claim), or return the live value and its remaining milliseconds.
+var claimScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then
+	redis.call('SET', KEYS[1], 'f|' .. ARGV[1] .. '|' .. ARGV[2], 'PX', ARGV[3])
+	return 0
+end
+local mine = 'f|' .. ARGV[1] .. '|'
+if string.sub(v, 1, #mine) == mine then return 1 end
+return {v, redis.call('PTTL', KEYS[1])}`)
 
-// completeScript replaces the value with ARGV[2] for ARGV[3] ms if it still
-// belongs to owner ARGV[1].
+// completeScript: owner ARGV[1]'s claim becomes the completed record with
+// response ARGV[2], kept ARGV[3] ms.
 var completeScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. '|' then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local mine = 'f|' .. ARGV[1] .. '|'
+if not v or string.sub(v, 1, #mine) ~= mine then return 0 end
+redis.call('SET', KEYS[1], 'd|' .. string.sub(v, #mine + 1) .. '|' .. ARGV[2], 'PX', ARGV[3])
 return 1`)
 
-// releaseScript deletes the value if it still belongs to owner ARGV[1].
+// extendScript: owner ARGV[1]'s claim now expires in ARGV[2] ms.
+var extendScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+local mine = 'f|' .. ARGV[1] .. '|'
+if not v or string.sub(v, 1, #mine) ~= mine then return 0 end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])`)
+
+// releaseScript: owner ARGV[1]'s claim is deleted.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. '|' then return 0 end
+local mine = 'f|' .. ARGV[1] .. '|'
+if not v or string.sub(v, 1, #mine) ~= mine then return 0 end
 return redis.call('DEL', KEYS[1])`)
 
 func ms(d time.Duration) int64 { return max(1, d.Milliseconds()) }
 
+func checkToken(what, v string) error {
+	if v == "" || strings.Contains(v, "|") {
+		return fmt.Errorf("redisstore: invalid %s %q", what, v)
+	}
+	return nil
+}
+
 // Claim implements idempotency.Store.
 func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock time.Duration) (*idempotency.Record, error) {
-	if strings.Contains(owner, "|") || owner == "done" {
-		return nil, fmt.Errorf("redisstore: invalid owner token %q", owner)
-	}
-	val, err := json.Marshal(idempotency.Record{Fingerprint: fingerprint})
-	if err != nil {
+	if err := checkToken("owner token", owner); err != nil {
 		return nil, err
 	}
-	old, err := s.client.SetArgs(ctx, s.prefix+key, owner+"|"+string(val), redis.SetArgs{
-		Mode: "NX", TTL: time.Duration(ms(lock)) * time.Millisecond, Get: true,
-	}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil // the key was free and is now ours
+	if err := checkToken("fingerprint", fingerprint); err != nil {
+		return nil, err
 	}
+	res, err := claimScript.Run(ctx, s.client, []string{s.prefix + key}, owner, fingerprint, ms(lock)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	_, data, ok := strings.Cut(old, "|")
-	if !ok {
-		return nil, fmt.Errorf("redisstore: malformed record under %s", s.prefix+key)
+	if _, ok := res.(int64); ok {
+		return nil, nil // taken, or ours already
 	}
-	var rec idempotency.Record
-	if err := json.Unmarshal([]byte(data), &rec); err != nil {
+	pair, ok := res.([]any)
+	if !ok || len(pair) != 2 {
+		return nil, fmt.Errorf("redisstore: claim: unexpected reply %v", res)
+	}
+	v, _ := pair[0].(string)
+	pttl, _ := pair[1].(int64)
+	rec, err := decode(v)
+	if err != nil {
 		return nil, fmt.Errorf("redisstore: malformed record under %s: %w", s.prefix+key, err)
 	}
-	return &rec, nil
+	if pttl > 0 {
+		rec.Expires = time.Now().Add(time.Duration(pttl) * time.Millisecond)
+	}
+	return rec, nil
+}
+
+// Extend implements idempotency.Store.
+func (s *Store) Extend(ctx context.Context, key, owner string, lock time.Duration) error {
+	n, err := extendScript.Run(ctx, s.client, []string{s.prefix + key}, owner, ms(lock)).Int()
+	if err != nil {
+		return fmt.Errorf("redisstore: extend: %w", err)
+	}
+	if n == 0 {
+		return idempotency.ErrNotOwner
+	}
+	return nil
 }
 
 // Complete implements idempotency.Store.
 func (s *Store) Complete(ctx context.Context, key, owner string, resp *idempotency.Response, retention time.Duration) error {
-	// The stored record keeps the claim's fingerprint, read here rather
-	// than in the script to keep JSON out of Lua; the script's owner check
-	// makes the read-then-write safe.
-	cur, err := s.client.Get(ctx, s.prefix+key).Result()
-	if errors.Is(err, redis.Nil) {
-		return idempotency.ErrNotOwner
-	}
-	if err != nil {
-		return fmt.Errorf("redisstore: complete: %w", err)
-	}
-	if !strings.HasPrefix(cur, owner+"|") {
-		return idempotency.ErrNotOwner
-	}
-	var claimed idempotency.Record
-	if err := json.Unmarshal([]byte(cur[len(owner)+1:]), &claimed); err != nil {
-		return fmt.Errorf("redisstore: malformed record under %s: %w", s.prefix+key, err)
-	}
-	rec, err := json.Marshal(idempotency.Record{Fingerprint: claimed.Fingerprint, Response: resp})
+	payload, err := encode(resp)
 	if err != nil {
 		return err
 	}
-	n, err := completeScript.Run(ctx, s.client, []string{s.prefix + key}, owner, donePrefix+string(rec), ms(retention)).Int()
+	n, err := completeScript.Run(ctx, s.client, []string{s.prefix + key}, owner, payload, ms(retention)).Int()
 	if err != nil {
 		return fmt.Errorf("redisstore: complete: %w", err)
 	}
@@ -130,4 +159,75 @@ func (s *Store) Release(ctx context.Context, key, owner string) error {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
 	return nil
+}
+
+// A stored response is "<status>[ t]\n<header JSON>\n<body>": the status
+// (and t when too large), the header as JSON (which never holds a raw
+// newline), and the body's bytes as they are.
+func encode(resp *idempotency.Response) ([]byte, error) {
+	header, err := json.Marshal(resp.Header)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: complete: %w", err)
+	}
+	b := make([]byte, 0, 8+len(header)+len(resp.Body))
+	b = strconv.AppendInt(b, int64(resp.Status), 10)
+	if resp.TooLarge {
+		b = append(b, " t"...)
+	}
+	b = append(b, '\n')
+	b = append(b, header...)
+	b = append(b, '\n')
+	return append(b, resp.Body...), nil
+}
+
+// decode reads a value: an in-flight claim or a completed record.
+func decode(v string) (*idempotency.Record, error) {
+	kind, rest, ok := strings.Cut(v, "|")
+	if !ok {
+		return nil, errors.New("no kind")
+	}
+	switch kind {
+	case "f":
+		_, fp, ok := strings.Cut(rest, "|")
+		if !ok {
+			return nil, errors.New("no fingerprint")
+		}
+		return &idempotency.Record{Fingerprint: fp}, nil
+	case "d":
+		fp, payload, ok := strings.Cut(rest, "|")
+		if !ok {
+			return nil, errors.New("no fingerprint")
+		}
+		resp, err := decodeResponse([]byte(payload))
+		if err != nil {
+			return nil, err
+		}
+		return &idempotency.Record{Fingerprint: fp, Response: resp}, nil
+	}
+	return nil, fmt.Errorf("unknown kind %q", kind)
+}
+
+func decodeResponse(p []byte) (*idempotency.Response, error) {
+	line, rest, ok := bytes.Cut(p, []byte("\n"))
+	if !ok {
+		return nil, errors.New("no status line")
+	}
+	header, body, ok := bytes.Cut(rest, []byte("\n"))
+	if !ok {
+		return nil, errors.New("no header line")
+	}
+	resp := &idempotency.Response{}
+	status, flags, _ := bytes.Cut(line, []byte(" "))
+	n, err := strconv.Atoi(string(status))
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	resp.Status, resp.TooLarge = n, string(flags) == "t"
+	if err := json.Unmarshal(header, &resp.Header); err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	if len(body) > 0 {
+		resp.Body = body
+	}
+	return resp, nil
 }

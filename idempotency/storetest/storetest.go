@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite for idempotency.Store
 // implementations: the Store API contract, and the middleware's end-to-end
-// guarantees (scenarios A to G) over real HTTP. The memory, Redis and
+// guarantees (scenarios A to J) over real HTTP. The memory, Redis and
 // PostgreSQL stores all run it; so can yours.
 package storetest
 
@@ -36,6 +36,9 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("E 503 is not stored", func(t *testing.T) { testNotStored(t, newStore(t)) })
 	t.Run("F crashed claim expires", func(t *testing.T) { testCrashedClaim(t, newStore(t)) })
 	t.Run("G scopes are independent", func(t *testing.T) { testScopes(t, newStore(t)) })
+	t.Run("H X-Idempotency-Key is a key", func(t *testing.T) { testXKey(t, newStore(t)) })
+	t.Run("I a slow handler keeps its claim", func(t *testing.T) { testSlowHandler(t, newStore(t)) })
+	t.Run("J a claim whose reply was lost is released", func(t *testing.T) { testLostClaimReply(t, newStore(t)) })
 }
 
 // short durations keep the time-based scenarios under a second of real time.
@@ -73,6 +76,54 @@ func testAPI(t *testing.T, s idempotency.Store) {
 	must(t, s.Release(ctx, "k1", "owner-a")) // completed: Release must not delete it
 	if rec, _ := s.Claim(ctx, "k1", "fp1", "owner-e", time.Minute); rec == nil || rec.Response == nil {
 		t.Fatal("Release deleted a completed record")
+	}
+
+	// Claim is idempotent per owner: a repeated Claim (a client library
+	// resending it after a lost reply) finds its own claim, not another's.
+	rec, err = s.Claim(ctx, "k5", "fp", "owner-a", time.Minute)
+	must(t, err)
+	if rec != nil {
+		t.Fatalf("first Claim of k5: %+v", rec)
+	}
+	rec, err = s.Claim(ctx, "k5", "fp", "owner-a", time.Minute)
+	must(t, err)
+	if rec != nil {
+		t.Fatalf("the owner's repeated Claim returned %+v, want nil (still ours)", rec)
+	}
+	rec, err = s.Claim(ctx, "k5", "fp", "owner-b", time.Minute)
+	must(t, err)
+	if rec == nil || rec.Response != nil {
+		t.Fatalf("another owner's Claim returned %+v, want the in-flight record", rec)
+	}
+	if !rec.Expires.IsZero() && (time.Until(rec.Expires) > time.Minute+time.Second || time.Until(rec.Expires) < 50*time.Second) {
+		t.Fatalf("in-flight record expires in %v, want about the 1m lock", time.Until(rec.Expires))
+	}
+	must(t, s.Complete(ctx, "k5", "owner-a", &idempotency.Response{Status: 200}, time.Minute))
+	if rec, _ := s.Claim(ctx, "k5", "fp", "owner-a", time.Minute); rec == nil || rec.Response == nil {
+		t.Fatalf("after Complete, the owner's Claim returned %+v, want the completed record", rec)
+	}
+
+	// Extend keeps a claim past its lock; only its owner can, only while
+	// it is in flight.
+	_, err = s.Claim(ctx, "k6", "fp", "owner-a", 300*time.Millisecond)
+	must(t, err)
+	if err := s.Extend(ctx, "k6", "owner-b", time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+		t.Fatalf("Extend by a non-owner: %v, want ErrNotOwner", err)
+	}
+	must(t, s.Extend(ctx, "k6", "owner-a", time.Minute))
+	time.Sleep(400 * time.Millisecond)
+	if rec, _ := s.Claim(ctx, "k6", "fp", "owner-b", time.Minute); rec == nil {
+		t.Fatal("an extended claim expired at its first lock")
+	}
+	must(t, s.Complete(ctx, "k6", "owner-a", &idempotency.Response{Status: 200}, time.Minute))
+	if err := s.Extend(ctx, "k6", "owner-a", time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+		t.Fatalf("Extend of a completed record: %v, want ErrNotOwner", err)
+	}
+	_, err = s.Claim(ctx, "k7", "fp", "owner-a", 100*time.Millisecond)
+	must(t, err)
+	time.Sleep(200 * time.Millisecond)
+	if err := s.Extend(ctx, "k7", "owner-a", time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+		t.Fatalf("Extend of an expired claim: %v, want ErrNotOwner", err)
 	}
 
 	// An owner's Release frees the key.
@@ -263,7 +314,7 @@ func testMismatch(t *testing.T, s idempotency.Store) {
 
 func testRetention(t *testing.T, s idempotency.Store) {
 	c := &charges{}
-	url := serve(t, s, c, idempotency.Options{Retention: shortRetention})
+	url := serve(t, s, c, idempotency.Options{Retention: shortRetention, LockTimeout: shortRetention / 3})
 	post(t, url, "ret-1", "", `{"amount":1}`)
 	time.Sleep(shortRetention + 200*time.Millisecond) // the client's retry comes later than retention
 	if r := post(t, url, "ret-1", "", `{"amount":1}`); r.replayed {
@@ -289,11 +340,18 @@ func testNotStored(t *testing.T, s idempotency.Store) {
 	}
 }
 
+// crashed is a store as a process that died with its claims sees it: it
+// can no longer extend or release them.
+type crashed struct{ idempotency.Store }
+
+func (crashed) Extend(context.Context, string, string, time.Duration) error { return nil }
+func (crashed) Release(context.Context, string, string) error               { return nil }
+
 func testCrashedClaim(t *testing.T, s idempotency.Store) {
-	// The first request's handler hangs, as if its process had died with
-	// the claim taken. Its client gives up.
+	// The first request's handler hangs in a process that died: its claim
+	// is neither extended nor released. Its client gives up.
 	stuck := &charges{block: make(chan struct{})}
-	url1 := serve(t, s, stuck, idempotency.Options{LockTimeout: shortLock})
+	url1 := serve(t, crashed{s}, stuck, idempotency.Options{LockTimeout: shortLock})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -308,7 +366,8 @@ func testCrashedClaim(t *testing.T, s idempotency.Store) {
 	}()
 	<-done
 
-	// Another instance sharing the store: 409 until the lock times out.
+	// Another instance sharing the store: 409 until the lock times out,
+	// with a Retry-After that says when that is.
 	c := &charges{}
 	url2 := serve(t, s, c, idempotency.Options{LockTimeout: shortLock})
 	if r := post(t, url2, "crash-1", "", `{"amount":9}`); r.status != 409 {
@@ -341,6 +400,92 @@ func testScopes(t *testing.T, s idempotency.Store) {
 	}
 	if c.count() != 2 {
 		t.Errorf("%d charges, want 2", c.count())
+	}
+}
+
+// testXKey: a POST carrying X-Idempotency-Key whose first response was
+// lost is answered from the record when it is sent again.
+func testXKey(t *testing.T, s idempotency.Store) {
+	c := &charges{}
+	url := serve(t, s, c, idempotency.Options{})
+	send := func(header string) result {
+		req, _ := http.NewRequest("POST", url+"/charges", strings.NewReader(`{"amount":3}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(header, "xkey-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return result{resp.StatusCode, string(b), resp.Header.Get(idempotency.HeaderReplayed) == "true"}
+	}
+	first := send("X-Idempotency-Key")
+	again := send("X-Idempotency-Key")
+	std := send("Idempotency-Key")
+	if first.status != 201 || !again.replayed || !std.replayed || again.body != first.body {
+		t.Fatalf("X-Idempotency-Key: %+v then %+v then (standard name) %+v, want one charge replayed", first, again, std)
+	}
+	if c.count() != 1 {
+		t.Fatalf("%d charges, want 1", c.count())
+	}
+}
+
+// testSlowHandler: a handler that runs three times LockTimeout keeps its
+// claim; a retry meanwhile gets 409, not a second run.
+func testSlowHandler(t *testing.T, s idempotency.Store) {
+	c := &charges{delay: 3 * shortLock}
+	url := serve(t, s, c, idempotency.Options{LockTimeout: shortLock})
+	first := make(chan result)
+	go func() { first <- post(t, url, "slow-1", "", `{"amount":4}`) }()
+	time.Sleep(2 * shortLock)
+	if r := post(t, url, "slow-1", "", `{"amount":4}`); r.status != 409 {
+		t.Fatalf("a retry while the slow handler runs: %d %s, want 409", r.status, r.body)
+	}
+	if r := <-first; r.status != 201 {
+		t.Fatalf("the slow request: %d %s", r.status, r.body)
+	}
+	if r := post(t, url, "slow-1", "", `{"amount":4}`); !r.replayed {
+		t.Fatalf("after it finished: %+v, want a replay", r)
+	}
+	if c.count() != 1 {
+		t.Fatalf("%d charges, want 1", c.count())
+	}
+}
+
+// lostReply takes the first claim and then reports an error, as a store
+// whose reply was lost on the way back does.
+type lostReply struct {
+	idempotency.Store
+	once sync.Once
+}
+
+var errLost = errors.New("storetest: reply lost")
+
+func (l *lostReply) Claim(ctx context.Context, key, fp, owner string, lock time.Duration) (*idempotency.Record, error) {
+	rec, err := l.Store.Claim(ctx, key, fp, owner, lock)
+	lost := false
+	l.once.Do(func() { lost = true })
+	if lost && err == nil && rec == nil {
+		return nil, errLost
+	}
+	return rec, err
+}
+
+// testLostClaimReply: the claim was taken but its reply lost: the request
+// gets 503, and the key is free for its retry at once, not locked for
+// LockTimeout with nothing running.
+func testLostClaimReply(t *testing.T, s idempotency.Store) {
+	c := &charges{}
+	url := serve(t, &lostReply{Store: s}, c, idempotency.Options{LockTimeout: time.Minute})
+	if r := post(t, url, "lost-1", "", `{"amount":5}`); r.status != 503 {
+		t.Fatalf("first: %d, want 503", r.status)
+	}
+	if r := post(t, url, "lost-1", "", `{"amount":5}`); r.status != 201 || r.replayed {
+		t.Fatalf("the retry: %d %s, want a fresh 201", r.status, r.body)
+	}
+	if c.count() != 1 {
+		t.Fatalf("%d charges, want 1", c.count())
 	}
 }
 

@@ -1,0 +1,291 @@
+package idempotency
+
+// Tests of the failure windows closed in issue #11, with the memory store;
+// storetest runs the store-level ones on every store.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// flakyStore fails an operation the given number of times, then works.
+type flakyStore struct {
+	Store
+	mu    sync.Mutex
+	fails map[string]int
+}
+
+func (s *flakyStore) fail(op string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fails[op] > 0 {
+		s.fails[op]--
+		return fmt.Errorf("%s: %w", op, errDown)
+	}
+	return nil
+}
+
+func (s *flakyStore) Complete(ctx context.Context, key, owner string, resp *Response, ret time.Duration) error {
+	if err := s.fail("complete"); err != nil {
+		return err
+	}
+	return s.Store.Complete(ctx, key, owner, resp, ret)
+}
+
+func (s *flakyStore) Release(ctx context.Context, key, owner string) error {
+	if err := s.fail("release"); err != nil {
+		return err
+	}
+	return s.Store.Release(ctx, key, owner)
+}
+
+func (s *flakyStore) Extend(ctx context.Context, key, owner string, lock time.Duration) error {
+	if err := s.fail("extend"); err != nil {
+		return err
+	}
+	return s.Store.Extend(ctx, key, owner, lock)
+}
+
+// #11.2: a transient store error after the handler ran (a dead pooled
+// connection) is retried: the response is recorded, the retry replays it.
+func TestCompleteAndReleaseSurviveTransientErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &flakyStore{Store: mem(t), fails: map[string]int{"complete": 2, "release": 2}}
+		var c counter
+		h := newMiddleware(t, Options{Store: s, LockTimeout: time.Second, Logger: quiet}).Handler(c.handler(201))
+		assert.Equal(t, 201, call(h, "POST", "k", `{}`, nil).Code)
+		w := call(h, "POST", "k", `{}`, nil)
+		assert.Equal(t, "true", w.Header().Get(HeaderReplayed), "Complete was retried until it worked")
+		assert.Equal(t, 1, c.count())
+
+		// A 503 releases the claim; the release is retried the same way.
+		var f counter
+		h = newMiddleware(t, Options{Store: s, LockTimeout: time.Minute, Logger: quiet}).Handler(f.handler(503))
+		assert.Equal(t, 503, call(h, "POST", "r", `{}`, nil).Code)
+		assert.Equal(t, 503, call(h, "POST", "r", `{}`, nil).Code, "released: the retry runs, not 409")
+		assert.Equal(t, 2, f.count())
+	})
+}
+
+// #11.3: a handler that runs longer than LockTimeout keeps its claim; a
+// retry meanwhile gets 409 with a Retry-After of the claim's remaining
+// time, not a second run.
+func TestSlowHandlerKeepsItsClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c counter
+		h := newMiddleware(t, Options{LockTimeout: 3 * time.Second}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(10 * time.Second)
+			c.handler(201).ServeHTTP(w, r)
+		}))
+		first := make(chan int)
+		go func() { first <- call(h, "POST", "k", `{}`, nil).Code }()
+		for range 4 {
+			time.Sleep(2 * time.Second)
+			w := call(h, "POST", "k", `{}`, nil)
+			require.Equal(t, 409, w.Code)
+			assert.Contains(t, []string{"2", "3"}, w.Header().Get("Retry-After"), "the remaining lock, extended every second")
+		}
+		assert.Equal(t, 201, <-first)
+		assert.Equal(t, 1, c.count())
+	})
+}
+
+// A claim lost while the handler runs (the store expired it, another
+// request took it) cancels the handler's context.
+func TestLostClaimCancelsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := mem(t)
+		var cause error
+		h := newMiddleware(t, Options{Store: s, LockTimeout: 3 * time.Second, Logger: quiet}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Another owner takes the key, as after an expiry.
+			s.mu.Lock()
+			for _, e := range s.entries {
+				e.owner = "someone else"
+			}
+			s.mu.Unlock()
+			<-r.Context().Done()
+			cause = context.Cause(r.Context())
+			w.WriteHeader(503)
+		}))
+		call(h, "POST", "k", `{}`, nil)
+		assert.ErrorIs(t, cause, ErrNotOwner)
+	})
+}
+
+// #11.3: waiters have their own bound.
+func TestWaitForResultBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newMiddleware(t, Options{WaitForResult: true, MaxWait: 2 * time.Second, LockTimeout: 10 * time.Second}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(time.Minute)
+		}))
+		go call(h, "POST", "k", `{}`, nil)
+		synctest.Wait()
+		start := time.Now()
+		w := call(h, "POST", "k", `{}`, nil)
+		assert.Equal(t, 409, w.Code)
+		assert.LessOrEqual(t, time.Since(start), 2*time.Second)
+		assert.NotEmpty(t, w.Header().Get("Retry-After"))
+		time.Sleep(time.Minute)
+	})
+}
+
+// #11.5: Set-Cookie is not replayed; the header policy is configurable.
+func TestReplayHeaderPolicy(t *testing.T) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Set-Cookie", "session=alice")
+		w.Header().Set("Location", "/charges/1")
+		w.Header().Set("X-Internal", "x")
+		w.WriteHeader(201)
+	})
+	h := newMiddleware(t, Options{}).Handler(handler)
+	first := call(h, "POST", "k", `{}`, nil)
+	assert.Equal(t, "session=alice", first.Header().Get("Set-Cookie"), "the first response is the handler's own")
+	replay := call(h, "POST", "k", `{}`, nil)
+	assert.Equal(t, "true", replay.Header().Get(HeaderReplayed))
+	assert.Empty(t, replay.Header().Get("Set-Cookie"), "a replay does not hand out the session")
+	assert.Equal(t, "/charges/1", replay.Header().Get("Location"))
+
+	only := newMiddleware(t, Options{ReplayHeader: func(name string) bool { return name == "Location" }}).Handler(handler)
+	call(only, "POST", "k", `{}`, nil)
+	replay = call(only, "POST", "k", `{}`, nil)
+	assert.Equal(t, "/charges/1", replay.Header().Get("Location"))
+	assert.Empty(t, replay.Header().Get("X-Internal"))
+}
+
+// #11.4: a hook fingerprints a subset of the payload.
+func TestFingerprintHook(t *testing.T) {
+	var c counter
+	h := newMiddleware(t, Options{Fingerprint: func(r *http.Request, body []byte) ([]byte, error) {
+		// Ignore everything but the amount field's position: a toy rule.
+		if !bytes.Contains(body, []byte(`"amount"`)) {
+			return nil, errors.New("no amount")
+		}
+		i := bytes.Index(body, []byte(`"amount"`))
+		return body[i:], nil
+	}}).Handler(c.handler(201))
+	assert.Equal(t, 201, call(h, "POST", "k", `{"nonce":1,"amount":5}`, nil).Code)
+	assert.Equal(t, "true", call(h, "POST", "k", `{"nonce":2,"amount":5}`, nil).Header().Get(HeaderReplayed))
+	assert.Equal(t, 422, call(h, "POST", "k", `{"nonce":2,"amount":6}`, nil).Code)
+	assert.Equal(t, 400, call(h, "POST", "k2", `{}`, nil).Code)
+	assert.Equal(t, 1, c.count())
+}
+
+// #11.7: the server honours X-Idempotency-Key, and refuses two different
+// keys.
+func TestXIdempotencyKey(t *testing.T) {
+	var c counter
+	h := newMiddleware(t, Options{}).Handler(c.handler(201))
+	x := func(v string) http.Header { return http.Header{"X-Idempotency-Key": {v}} }
+	assert.Equal(t, 201, call(h, "POST", "", `{}`, x("k")).Code)
+	assert.Equal(t, "true", call(h, "POST", "", `{}`, x("k")).Header().Get(HeaderReplayed))
+	assert.Equal(t, "true", call(h, "POST", "k", `{}`, nil).Header().Get(HeaderReplayed), "one key under either name")
+	w := call(h, "POST", "k", `{}`, x("other"))
+	assert.Equal(t, 400, w.Code)
+	assert.Contains(t, w.Body.String(), "different keys")
+	assert.Equal(t, 1, c.count())
+}
+
+// #11.10: released runs have their own result; a caller without identity
+// gets 401 before 400; errors are logged without a Logger configured.
+func TestSignals(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	require.NoError(t, err)
+	var c counter
+	fail := true
+	h := newMiddleware(t, Options{Metrics: metrics}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fail {
+			fail = false
+			c.handler(503).ServeHTTP(w, r)
+			return
+		}
+		c.handler(201).ServeHTTP(w, r)
+	}))
+	call(h, "POST", "k", `{}`, nil)
+	call(h, "POST", "k", `{}`, nil)
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultReleased)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultNew)), "new counts stored runs only")
+
+	noScope := func(*http.Request) (string, error) { return "", errors.New("no tenant") }
+	strict := newMiddleware(t, Options{RequireKey: true, Scope: noScope, Metrics: metrics}).Handler(c.handler(201))
+	assert.Equal(t, 401, call(strict, "POST", "", `{}`, nil).Code, "no identity: 401 before 'missing key'")
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultUnauthorized)))
+
+	var logs bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer slog.SetDefault(prev)
+	down := newMiddleware(t, Options{Store: failingStore{mem(t), "claim"}}).Handler(c.handler(201))
+	assert.Equal(t, 503, call(down, "POST", "k", `{}`, nil).Code)
+	assert.Contains(t, logs.String(), "idempotency: store claim failed", "a nil Logger is slog.Default: a 503 is never silent")
+}
+
+// #11.11: a full memory store refuses in constant time: the refusal does
+// not scan its entries.
+func BenchmarkMemoryStoreFullRefusal(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			s, _ := NewMemoryStore(n)
+			for i := range n {
+				s.Claim(ctx, fmt.Sprint("held-", i), "fp", "o", time.Hour)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := s.Claim(ctx, "new", "fp", "o", time.Hour); !errors.Is(err, ErrStoreFull) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// #11.12: completed records evicted before their retention are counted.
+func TestMemoryStoreEvictedEarly(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics, _ := NewMetrics(reg)
+	s := mem(t, 2)
+	var c counter
+	h := newMiddleware(t, Options{Store: s, Metrics: metrics}).Handler(c.handler(201))
+	for i := range 5 {
+		call(h, "POST", fmt.Sprint("k", i), `{}`, nil)
+	}
+	assert.Equal(t, uint64(3), s.EvictedEarly())
+	assert.Equal(t, 3.0, testutil.ToFloat64(metrics.evictedEarly))
+	call(h, "POST", "k0", `{}`, nil)
+	assert.Equal(t, 6, c.count(), "k0 was evicted early: its retry ran the handler again")
+}
+
+// The memory store's refusal is O(1) and its claim of an expired key takes
+// the expired claim's place.
+func TestMemoryStoreEvictsExpiredClaimsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := mem(t, 2)
+		_, _ = s.Claim(ctx, "short", "fp", "o", time.Second)
+		_, _ = s.Claim(ctx, "long", "fp", "o", time.Hour)
+		_, err := s.Claim(ctx, "new", "fp", "o", time.Hour)
+		assert.ErrorIs(t, err, ErrStoreFull)
+		time.Sleep(2 * time.Second)
+		rec, err := s.Claim(ctx, "new", "fp", "o", time.Hour)
+		require.NoError(t, err)
+		assert.Nil(t, rec)
+		rec, _ = s.Claim(ctx, "long", "fp", "o2", time.Hour)
+		assert.NotNil(t, rec, "the live claim was kept")
+	})
+}
+
+var quiet = slog.New(slog.DiscardHandler)
