@@ -31,6 +31,8 @@ import (
 //	retryhttp_attempts_per_request             histogram, buckets 1..10
 //	retryhttp_backoff_seconds                  histogram of the waits before retries
 //	retryhttp_circuit_state{host}              0 closed, 1 half-open, 2 open, per host of the Breakers in use
+//	retryhttp_stacked_retries_total{signal}    requests sent once because a layer above retries them: retryhttp,
+//	                                           idempotency_key, operation, amz_sdk_request, stainless, google
 //
 // Outcomes: success (a final status below 400), status (a final status of
 // 400 or more that was not retried), error (an error that was not retried),
@@ -45,6 +47,7 @@ type Metrics struct {
 	giveUps    *prometheus.CounterVec
 	perRequest prometheus.Histogram
 	backoff    prometheus.Histogram
+	stacked    *prometheus.CounterVec
 	shared     *registryState
 
 	// The series of the request path, resolved on first use: a series
@@ -230,6 +233,12 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 	})); err != nil {
 		return nil, err
 	}
+	if m.stacked, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retryhttp_stacked_retries_total",
+		Help: "Requests sent once, without retries, because a layer above retries them, by the signal that showed it.",
+	}, []string{"signal"})); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -306,6 +315,12 @@ func (m *Metrics) request(req *http.Request, resp *http.Response, err error, rea
 	series(&m.requestsHot[i][j], m.requests, methods[i], outcomes[j]).Inc()
 	if reason.GaveUp() {
 		m.giveUps.WithLabelValues(reason.String()).Inc()
+	}
+}
+
+func (m *Metrics) stackedRetry(signal string) {
+	if m != nil {
+		m.stacked.WithLabelValues(signal).Inc()
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/backoff"
 	"github.com/retryhttp/retryhttp/internal/circuit"
+	"github.com/retryhttp/retryhttp/internal/opkey"
 	"github.com/retryhttp/retryhttp/internal/wire"
 )
 
@@ -107,8 +108,10 @@ type Transport struct {
 	// telemetry.
 	OnRetry func(RetryEvent)
 
-	ownBudget Budget // the default budget, when Budget is nil
+	ownBudget Budget     // the default budget, when Budget is nil
+	seen      recentKeys // keys sent recently, to recognise an upper layer's retry
 	trackOnce sync.Once
+	stackWarn sync.Once
 }
 
 func (t *Transport) baseTransport() http.RoundTripper {
@@ -145,18 +148,39 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, errors.New("retryhttp: nil Request.URL")
 	}
-	p, err := t.Policy.resolve()
+	ctx := req.Context()
+	c := callFrom(ctx)
+	policy := t.Policy
+	if c.policy != nil {
+		policy = *c.policy
+	}
+	p, err := policy.resolve()
 	if err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
-	ctx := req.Context()
 	header := req.Header
 	hasKey := wire.HasKey(header)
 	injected := t.InjectIdempotencyKey && !hasKey && wire.Keyed(req.Method)
-	if injected {
-		header = withIdempotencyKey(header, newIdempotencyKey())
+	var stableKey string // a key that is the same on every run of the call: the caller's, or derived
+	derived := false
+	switch {
+	case injected:
+		key := newIdempotencyKey()
+		if op := opkey.From(ctx); op != nil {
+			key = derivedKey(ctx, op, req)
+			stableKey, derived = key, true
+		}
+		header = withIdempotencyKey(header, key)
 		hasKey = true
+	case hasKey:
+		stableKey = keyOf(header)
+	}
+	if p.MaxAttempts > 1 {
+		if signal := t.upperRetry(req, c, stableKey, derived, p.MaxElapsed); signal != "" {
+			p.MaxAttempts = 1 // the layer above retries: send this once
+			t.stacked(ctx, signal)
+		}
 	}
 	replayable := hasKey || wire.Idempotent(req.Method)
 	body, err := newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1)
@@ -271,6 +295,9 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 	if err != nil && req.Context().Err() != nil {
 		return false, ReasonCanceled, ""
 	}
+	if spent(resp, err) {
+		return false, ReasonNotRetryable, "" // a Transport below retried it already
+	}
 	var d Decision
 	if t.ShouldRetry != nil {
 		d = t.ShouldRetry(req, resp, err)
@@ -310,13 +337,19 @@ func (t *Transport) finish(req *http.Request, resp *http.Response, err error, at
 	if err != nil {
 		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err}
 	}
+	if reason.GaveUp() {
+		// A Transport above must not retry what this one gave up on.
+		resp.Body = &spentBody{resp.Body}
+	}
 	resp.Request = req
 	return resp, nil
 }
 
-// attemptRequest returns the request to send on attempt n: the caller's own
-// when nothing about it changes (the common first attempt, no allocation),
-// otherwise a shallow copy with this attempt's header and body.
+// attemptRequest returns the request to send on attempt n: the caller's
+// own when nothing about it changes (the common first attempt, no
+// allocation), otherwise a shallow copy with this attempt's header and
+// body. A retry's copy carries its attempt number in its context, for the
+// layers below (see AttemptFromContext).
 func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int) (*http.Request, error) {
 	if n == 1 && body.buf == nil && !injected {
 		return req, nil
@@ -325,8 +358,13 @@ func attemptRequest(req *http.Request, header http.Header, injected bool, body r
 	if err != nil {
 		return nil, err
 	}
-	r := new(http.Request)
-	*r = *req
+	var r *http.Request
+	if n > 1 {
+		r = req.WithContext(withAttempt(req.Context(), n))
+	} else {
+		r = new(http.Request)
+		*r = *req
+	}
 	r.Header = header
 	r.Body = rc
 	r.GetBody = getBody

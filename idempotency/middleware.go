@@ -56,7 +56,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,7 +63,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/opkey"
@@ -136,6 +134,7 @@ type Options struct {
 
 // Middleware applies Options to handlers. It is safe for concurrent use.
 type Middleware struct {
+	claims
 	opts Options
 	tx   TxStore
 }
@@ -195,7 +194,7 @@ func New(opts Options) (*Middleware, error) {
 	if opts.Retention <= opts.LockTimeout {
 		return nil, fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v: a stored response must outlive any claim, or a retry runs the handler again", opts.Retention, opts.LockTimeout)
 	}
-	m := &Middleware{opts: opts}
+	m := &Middleware{opts: opts, claims: claims{store: opts.Store, lock: opts.LockTimeout, logger: opts.Logger}}
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -238,7 +237,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	scope, err := m.opts.Scope(r)
 	if err != nil {
 		m.opts.Metrics.count(resUnauthorized)
-		m.log(r, slog.LevelWarn, "idempotency: no caller scope", err)
+		m.log(r.Context(), slog.LevelWarn, "idempotency: no caller scope", err, reqAttrs(r)...)
 		problem(w, http.StatusUnauthorized, "no caller identity", "the idempotency scope could not be determined")
 		return
 	}
@@ -277,7 +276,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if err != nil {
 			// The claim may have been taken with its reply lost: release
 			// it, or the key stays locked with nothing running.
-			m.release(r, op.ID, owner)
+			m.release(ctx, op.ID, owner, reqAttrs(r)...)
 			m.opts.Metrics.count(resStoreError)
 			m.storeError(w, r, "claim", err)
 			return
@@ -324,7 +323,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	bg := context.WithoutCancel(r.Context())
 	ctx, cancel := context.WithCancelCause(opkey.With(r.Context(), op))
 	defer cancel(nil)
-	hb := m.keepClaim(r, k, owner, cancel)
+	hb := m.keep(ctx, k, owner, cancel, reqAttrs(r)...)
 	var tx Tx
 	// abandon undoes the attempt so that a retry runs the handler again:
 	// the transaction's writes, then the claim.
@@ -333,7 +332,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		if tx != nil {
 			tx.Rollback(bg)
 		}
-		m.release(r, k, owner)
+		m.release(bg, k, owner, reqAttrs(r)...)
 		res = resReleased
 	}
 	if m.tx != nil {
@@ -376,15 +375,11 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 			return
 		}
 	default:
-		resp := rec.response(m.opts.ReplayHeader)
-		err := m.retryStore(bg, func(ctx context.Context) error {
-			return m.opts.Store.Complete(ctx, k, owner, resp, m.opts.Retention)
-		})
-		if err != nil {
+		if err := m.complete(bg, k, owner, rec.response(m.opts.ReplayHeader), m.opts.Retention); err != nil {
 			// The effect happened and cannot be undone. Keep the claim (it
 			// expires after LockTimeout) and give the client its answer.
 			res = resStoreError
-			m.log(r, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a retry runs the handler again", err)
+			m.log(bg, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a retry runs the handler again", err, reqAttrs(r)...)
 		}
 	}
 	rec.send()
@@ -437,18 +432,15 @@ func (m *Middleware) inFlight(w http.ResponseWriter, rec *Record, detail string)
 
 // storeError answers a request the store failed, after logging why.
 func (m *Middleware) storeError(w http.ResponseWriter, r *http.Request, op string, err error) {
-	m.log(r, slog.LevelError, "idempotency: store "+op+" failed", err)
+	m.log(r.Context(), slog.LevelError, "idempotency: store "+op+" failed", err, reqAttrs(r)...)
 	w.Header().Set("Retry-After", "1")
 	problem(w, http.StatusServiceUnavailable, "idempotency store unavailable",
 		"the request was not processed; retry later")
 }
 
-func (m *Middleware) log(r *http.Request, level slog.Level, msg string, err error) {
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-		return // the client went away; nothing to report
-	}
-	m.opts.Logger.LogAttrs(r.Context(), level, msg,
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+// reqAttrs names a request in logs: method and path, never the key.
+func reqAttrs(r *http.Request) []slog.Attr {
+	return []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path)}
 }
 
 // problem answers with an RFC 9457 problem document.
@@ -476,106 +468,3 @@ func newOwner() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Store operations after the handler ran are retried: a pooled connection
-// that died in a failover, a reply lost in a network blip must not leave a
-// key locked or unrecorded. storeAttempts and storeDeadline bound it.
-const (
-	storeAttempts = 6
-	storeDeadline = 5 * time.Second
-	storeTryLimit = 2 * time.Second // one try's bound, so a hung connection does not hold the rest
-)
-
-// retryStore runs op until it succeeds, returns ErrNotOwner, or
-// storeAttempts tries or storeDeadline have passed, waiting 10, 20, 40 ...
-// ms between tries. Each try has its own time limit and, with a pool, is
-// likely to run on another connection than the one that failed.
-func (m *Middleware) retryStore(ctx context.Context, op func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, storeDeadline)
-	defer cancel()
-	var err error
-	wait := 10 * time.Millisecond
-	for range storeAttempts {
-		tctx, tcancel := context.WithTimeout(ctx, storeTryLimit)
-		err = op(tctx)
-		tcancel()
-		if err == nil || errors.Is(err, ErrNotOwner) || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait *= 2
-	}
-	return err
-}
-
-// release frees owner's claim, retrying as retryStore does. A failure is
-// logged: the claim frees itself after LockTimeout.
-func (m *Middleware) release(r *http.Request, key, owner string) {
-	err := m.retryStore(context.WithoutCancel(r.Context()), func(ctx context.Context) error {
-		return m.opts.Store.Release(ctx, key, owner)
-	})
-	if err != nil {
-		m.log(r, slog.LevelError, "idempotency: store release failed; the key is held until LockTimeout", err)
-	}
-}
-
-// claimKeeper extends a claim every LockTimeout/3 while its handler runs.
-// It starts no goroutine until the first extension is due, so a handler
-// faster than that costs one timer.
-type claimKeeper struct {
-	m          *Middleware
-	r          *http.Request
-	key, owner string
-	lost       context.CancelCauseFunc
-
-	mu      sync.Mutex
-	timer   *time.Timer // guarded by mu
-	stopped bool        // guarded by mu
-}
-
-func (m *Middleware) keepClaim(r *http.Request, key, owner string, lost context.CancelCauseFunc) *claimKeeper {
-	k := &claimKeeper{m: m, r: r, key: key, owner: owner, lost: lost}
-	k.mu.Lock()
-	k.timer = time.AfterFunc(m.opts.LockTimeout/3, k.extend)
-	k.mu.Unlock()
-	return k
-}
-
-func (k *claimKeeper) extend() {
-	lock := k.m.opts.LockTimeout
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.r.Context()), lock/3)
-	err := k.m.opts.Store.Extend(ctx, k.key, k.owner, lock)
-	cancel()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.stopped {
-		return
-	}
-	switch {
-	case errors.Is(err, ErrNotOwner):
-		// Another request holds the key now: tell the handler to stop.
-		k.m.log(k.r, slog.LevelError, "idempotency: claim lost while the handler ran; its context is cancelled", err)
-		k.lost(err)
-		return
-	case err != nil:
-		// Try again sooner: the claim still has two thirds of its time.
-		k.m.log(k.r, slog.LevelWarn, "idempotency: store extend failed", err)
-		k.timer.Reset(lock / 6)
-		return
-	}
-	k.timer.Reset(lock / 3)
-}
-
-// stop ends the extensions; an extension under way finishes but changes
-// nothing.
-func (k *claimKeeper) stop() {
-	k.mu.Lock()
-	k.stopped = true
-	k.timer.Stop()
-	k.mu.Unlock()
-}

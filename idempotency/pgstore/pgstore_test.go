@@ -345,3 +345,52 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
 	storetest.Bench(b, s)
 }
+
+// #13.4: a job's effect and its stored result commit together: a failed
+// run leaves no row, the redelivery runs again, a duplicate gets the
+// result without running.
+func TestRunnerTransactional(t *testing.T) {
+	s := newStore(t)
+	p := pool(t)
+	charges := chargesTable(t, p)
+	r, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Scope: "payments", Transactional: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	job := func(fail bool) func(ctx context.Context) ([]byte, error) {
+		return func(ctx context.Context) ([]byte, error) {
+			runs++
+			tx, err := pgstore.Tx(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var id int64
+			if err := tx.QueryRow(ctx, "INSERT INTO "+charges+" (amount) VALUES (100) RETURNING id").Scan(&id); err != nil {
+				return nil, err
+			}
+			if fail {
+				return nil, fmt.Errorf("the mail server is down")
+			}
+			return []byte(fmt.Sprint(id)), nil
+		}
+	}
+	ctx := context.Background()
+	if _, _, err := r.Do(ctx, "order-1", job(true)); err == nil {
+		t.Fatal("the failing run returned no error")
+	}
+	if n := countRows(t, p, charges); n != 0 {
+		t.Fatalf("%d rows after a failed run, want 0: its writes roll back", n)
+	}
+	first, replayed, err := r.Do(ctx, "order-1", job(false))
+	if err != nil || replayed {
+		t.Fatalf("redelivery: %v replayed=%v", err, replayed)
+	}
+	again, replayed, err := r.Do(ctx, "order-1", job(false))
+	if err != nil || !replayed || string(again) != string(first) {
+		t.Fatalf("duplicate: %q replayed=%v %v, want %q replayed", again, replayed, err, first)
+	}
+	if n := countRows(t, p, charges); n != 1 || runs != 2 {
+		t.Fatalf("%d rows and %d runs, want 1 and 2", n, runs)
+	}
+}

@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("H X-Idempotency-Key is a key", func(t *testing.T) { testXKey(t, newStore(t)) })
 	t.Run("I a slow handler keeps its claim", func(t *testing.T) { testSlowHandler(t, newStore(t)) })
 	t.Run("J a claim whose reply was lost is released", func(t *testing.T) { testLostClaimReply(t, newStore(t)) })
+	t.Run("K a job runs once per key", func(t *testing.T) { testRunner(t, newStore(t)) })
 }
 
 // short durations keep the time-based scenarios under a second of real time.
@@ -486,6 +487,58 @@ func testLostClaimReply(t *testing.T, s idempotency.Store) {
 	}
 	if c.count() != 1 {
 		t.Fatalf("%d charges, want 1", c.count())
+	}
+}
+
+// testRunner: eight consumers get the same message; the job runs once and
+// all get its result. A failed run releases the key for the redelivery.
+func testRunner(t *testing.T, s idempotency.Store) {
+	r, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Scope: "storetest"})
+	must(t, err)
+	var runs atomic.Int32
+	job := func(ctx context.Context) ([]byte, error) {
+		n := runs.Add(1)
+		time.Sleep(100 * time.Millisecond)
+		return []byte(fmt.Sprintf("receipt-%d", n)), nil
+	}
+	var wg sync.WaitGroup
+	results := make([]string, 8)
+	replays := atomic.Int32{}
+	for i := range results {
+		wg.Go(func() {
+			out, replayed, err := r.Do(context.Background(), "order-42", job)
+			if err != nil {
+				t.Error(err)
+			}
+			if replayed {
+				replays.Add(1)
+			}
+			results[i] = string(out)
+		})
+	}
+	wg.Wait()
+	if runs.Load() != 1 || replays.Load() != 7 {
+		t.Fatalf("%d runs, %d replays for 8 deliveries; want 1 and 7", runs.Load(), replays.Load())
+	}
+	for _, got := range results {
+		if got != "receipt-1" {
+			t.Fatalf("results %q, want every one receipt-1", results)
+		}
+	}
+
+	failing := errors.New("downstream down")
+	_, _, err = r.Do(context.Background(), "order-43", func(context.Context) ([]byte, error) { return nil, failing })
+	if !errors.Is(err, failing) {
+		t.Fatalf("a failed run returned %v", err)
+	}
+	out, replayed, err := r.Do(context.Background(), "order-43", func(context.Context) ([]byte, error) { return []byte("ok"), nil })
+	if err != nil || replayed || string(out) != "ok" {
+		t.Fatalf("the redelivery after a failure: %q replayed=%v %v; want a fresh run", out, replayed, err)
+	}
+	// Another scope is another key space.
+	other, _ := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Scope: "other"})
+	if _, replayed, _ := other.Do(context.Background(), "order-42", job); replayed {
+		t.Fatal("a key of another scope was replayed")
 	}
 }
 

@@ -1,0 +1,193 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/opkey"
+)
+
+// Runner runs a function at most once per key across the processes that
+// share its Store: the form of the middleware for queue consumers and jobs,
+// where a message is delivered at least once and its effect must happen
+// once. The first Do of a key runs fn and stores its result; a duplicate
+// (a redelivery, a second consumer) gets the stored result without running
+// fn; a failed run releases the key, so the next delivery runs fn again.
+//
+// Key the work by its business identity (an order ID, a payment ID), not by
+// the message: two messages about one order are one effect. Calls fn makes
+// through a retryhttp.Transport with InjectIdempotencyKey send keys derived
+// from it, the same on every run.
+type Runner struct {
+	claims
+	opts RunnerOptions
+	tx   TxStore
+}
+
+// RunnerOptions configure a Runner. Each zero field takes the default in
+// its comment.
+type RunnerOptions struct {
+	// Store keeps the records. nil means a NewMemoryStore(0): one process
+	// only.
+	Store Store
+	// Scope separates the keys of unrelated kinds of work sharing a Store
+	// ("payments", "emails"); keys of different scopes never collide. It
+	// also separates them from the middleware's keys.
+	Scope string
+	// Retention is how long a result is kept and handed to duplicates: it
+	// must exceed the longest redelivery delay of the queue. 0 means
+	// DefaultRetention.
+	Retention time.Duration
+	// LockTimeout is how long a claim holds its key after its process stops
+	// extending it (it died). 0 means DefaultLockTimeout.
+	LockTimeout time.Duration
+	// MaxWait bounds how long Do waits for a run of the same key elsewhere
+	// to finish; then it returns ErrInFlight, for the caller to redeliver
+	// later. 0 means LockTimeout.
+	MaxWait time.Duration
+	// Transactional runs fn in a transaction of the Store, which must be a
+	// TxStore (pgstore): fn's writes through it (pgstore.Tx) and the stored
+	// result commit or roll back together.
+	Transactional bool
+	// Logger gets store errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrInFlight is returned by Runner.Do when another run of the key is
+// still under way after MaxWait.
+var ErrInFlight = errors.New("idempotency: the key is being processed elsewhere")
+
+// NewRunner validates opts and returns a Runner.
+func NewRunner(opts RunnerOptions) (*Runner, error) {
+	switch {
+	case opts.Retention < 0:
+		return nil, fmt.Errorf("idempotency: Retention %v is negative", opts.Retention)
+	case opts.LockTimeout < 0:
+		return nil, fmt.Errorf("idempotency: LockTimeout %v is negative", opts.LockTimeout)
+	case opts.MaxWait < 0:
+		return nil, fmt.Errorf("idempotency: MaxWait %v is negative", opts.MaxWait)
+	}
+	if opts.Store == nil {
+		opts.Store, _ = NewMemoryStore(0)
+	}
+	if opts.Retention == 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	if opts.MaxWait == 0 {
+		opts.MaxWait = opts.LockTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Retention <= opts.LockTimeout {
+		return nil, fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v", opts.Retention, opts.LockTimeout)
+	}
+	r := &Runner{opts: opts, claims: claims{store: opts.Store, lock: opts.LockTimeout, logger: opts.Logger}}
+	if opts.Transactional {
+		tx, ok := opts.Store.(TxStore)
+		if !ok {
+			return nil, fmt.Errorf("idempotency: Transactional needs a TxStore; %T is not one", opts.Store)
+		}
+		r.tx = tx
+	}
+	return r, nil
+}
+
+// jobFingerprint is the fingerprint of every run: a job's key names its
+// work, there is no payload to compare.
+const jobFingerprint = "job"
+
+// Do runs fn once for key. It returns fn's result, or the stored result of
+// an earlier run with replayed true. An error from fn is returned and the
+// key released, so that a redelivery runs fn again; so is a panic, which
+// goes on. A store error before fn runs is returned without running it:
+// fn never runs unprotected. A store error after fn ran is logged and
+// returned with fn's result: the effect happened, and the claim holds the
+// key until LockTimeout.
+func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
+	if key == "" {
+		return nil, false, errors.New("idempotency: Runner.Do: empty key")
+	}
+	scope := "job\x00" + r.opts.Scope
+	op := &opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
+	owner := newOwner()
+	waitUntil := time.Now().Add(r.opts.MaxWait)
+	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		rec, err := r.store.Claim(ctx, op.ID, jobFingerprint, owner, r.opts.LockTimeout)
+		if err != nil {
+			r.release(ctx, op.ID, owner)
+			return nil, false, fmt.Errorf("idempotency: claim: %w", err)
+		}
+		if rec == nil {
+			break
+		}
+		if rec.Response != nil {
+			return rec.Response.Body, true, nil
+		}
+		if time.Now().Add(wait).After(waitUntil) {
+			return nil, false, ErrInFlight
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false, context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+	return r.run(ctx, op, owner, fn)
+}
+
+func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
+	k := op.ID
+	bg := context.WithoutCancel(ctx)
+	ctx, cancel := context.WithCancelCause(opkey.With(ctx, op))
+	defer cancel(nil)
+	hb := r.keep(ctx, k, owner, cancel)
+	var tx Tx
+	abandon := func() {
+		hb.stop()
+		if tx != nil {
+			tx.Rollback(bg)
+		}
+		r.release(bg, k, owner)
+	}
+	if r.tx != nil {
+		if tx, ctx, err = r.tx.Begin(ctx, k, owner); err != nil {
+			abandon()
+			return nil, false, fmt.Errorf("idempotency: begin: %w", err)
+		}
+	}
+	finished := false
+	defer func() {
+		if !finished { // fn panicked: undo, then let the panic go on
+			abandon()
+		}
+	}()
+	out, err := fn(ctx)
+	finished = true
+	if err != nil {
+		abandon()
+		return nil, false, err
+	}
+	hb.stop()
+	resp := &Response{Status: 200, Body: out}
+	if tx != nil {
+		if err := tx.Commit(bg, resp, r.opts.Retention); err != nil {
+			abandon() // rolled back (or, a lost reply, committed: then release does nothing)
+			return nil, false, fmt.Errorf("idempotency: commit: %w", err)
+		}
+		return out, false, nil
+	}
+	if err := r.complete(bg, k, owner, resp, r.opts.Retention); err != nil {
+		r.log(bg, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a redelivery runs again", err)
+		return out, false, fmt.Errorf("idempotency: complete: %w", err)
+	}
+	return out, false, nil
+}

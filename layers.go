@@ -1,0 +1,267 @@
+package retryhttp
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/opkey"
+	"github.com/retryhttp/retryhttp/internal/wire"
+)
+
+// This file holds what keeps retries to one layer and keys stable across
+// layers:
+//
+//   - Keys derived from the operation a request belongs to (an inbound
+//     request behind package idempotency, a job, a message), so that every
+//     run of a handler sends the same keys downstream.
+//   - Retries stacked on retries: a Transport under another one, or under an
+//     SDK that retries on its own, sends the upper layer's repeats once, so
+//     S upper attempts over R Transport attempts make at most R + S − 1
+//     sends instead of R × S.
+//   - The per-request context: a Policy for one call, and the attempt
+//     number, in one context value so a RoundTrip looks it up once.
+
+// call is the context value a request may carry for the Transport: set by
+// WithPolicy or WithoutRetries for one call, and by a Transport on its
+// retries, for the layers below.
+type call struct {
+	policy  *Policy // nil: the Transport's own
+	attempt int     // 0: no Transport above marked it
+}
+
+type callKey struct{}
+
+func callFrom(ctx context.Context) call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	if c == nil {
+		return call{}
+	}
+	return *c
+}
+
+// WithPolicy returns a context whose requests a Transport sends with p
+// instead of its own Policy: a different policy for one call without a
+// second client. p is validated when the request is sent.
+func WithPolicy(ctx context.Context, p Policy) context.Context {
+	c := callFrom(ctx)
+	c.policy = &p
+	return context.WithValue(ctx, callKey{}, &c)
+}
+
+// WithoutRetries returns a context whose requests a Transport sends once.
+func WithoutRetries(ctx context.Context) context.Context {
+	p := Policy{MaxAttempts: 1}
+	if c := callFrom(ctx); c.policy != nil {
+		p = *c.policy
+		p.MaxAttempts = 1
+	}
+	return WithPolicy(ctx, p)
+}
+
+// AttemptFromContext returns the number of the attempt a request is, 1 for
+// the first, for the transports below a Transport (an SDK's, an
+// OpenTelemetry one) to read. The first attempt carries no mark: it is the
+// caller's own request, sent without a copy; so 1 also means "no Transport
+// above".
+func AttemptFromContext(ctx context.Context) int {
+	if n := callFrom(ctx).attempt; n > 0 {
+		return n
+	}
+	return 1
+}
+
+// withAttempt marks a retry's context with its attempt number.
+func withAttempt(ctx context.Context, n int) context.Context {
+	c := callFrom(ctx)
+	c.attempt = n
+	return context.WithValue(ctx, callKey{}, &c)
+}
+
+// WithOperationKey returns a context for a logical operation that is not
+// an inbound HTTP request with a key: a job, a queue message, a scheduled
+// run. A Transport with InjectIdempotencyKey derives the keys of the calls
+// made with it from id, so that running the operation again (a redelivered
+// message) sends the same keys. id must identify the operation uniquely,
+// and the same way on every run (a job ID, a message ID).
+func WithOperationKey(ctx context.Context, id string) context.Context {
+	return opkey.With(ctx, &opkey.Op{ID: id})
+}
+
+// WithCallLabel names the next calls made with ctx within their operation
+// ("charge", "send-receipt"), for the derived key. Without a label a call is
+// named by its method, host and path and its rank among the calls to that
+// target in this run (the first POST to /v1/charges, the second, ...),
+// which is stable only if the operation makes its calls in the same order
+// every time.
+func WithCallLabel(ctx context.Context, label string) context.Context {
+	return context.WithValue(ctx, labelKey{}, label)
+}
+
+type labelKey struct{}
+
+// derivedKey is the Idempotency-Key of a call made within an operation: a
+// hash of the operation's identity and the call's, so it is the same on
+// every run of the operation, different for every call in it, a valid key
+// (64 hex digits), and reveals nothing of the operation's own key.
+func derivedKey(ctx context.Context, op *opkey.Op, req *http.Request) string {
+	target := req.Method + " " + req.URL.Host + req.URL.Path
+	name, _ := ctx.Value(labelKey{}).(string)
+	if name == "" {
+		name = "#" + strconv.Itoa(op.Next(target))
+	}
+	h := sha256.New()
+	for _, part := range []string{"retryhttp derived key v1", op.ID, target, name} {
+		io.WriteString(h, part)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Signals of an upper layer's retry, the signal label of
+// retryhttp_stacked_retries_total.
+const (
+	stackedRetryhttp = "retryhttp"       // a Transport above is retrying this request
+	stackedKey       = "idempotency_key" // the caller's Idempotency-Key again within the retry window
+	stackedOperation = "operation"       // a derived key again: the operation was retried (its handler ran again)
+	stackedAWS       = "amz_sdk_request" // aws-sdk-go-v2: amz-sdk-request: attempt=N, N > 1
+	stackedStainless = "stainless"       // OpenAI, Anthropic SDKs: X-Stainless-Retry-Count > 0
+	stackedGoogle    = "google"          // Google Cloud clients: x-goog-api-client gccl-attempt-count/N, N > 1
+)
+
+// stackedFix is the warning a Transport logs the first time it meets a
+// retry of an upper layer: what to set instead.
+const stackedFix = "retryhttp: retries stacked on retries: a layer above this Transport retried a request it also retries; " +
+	"the Transport now sends such repeats once, but turn the other layer's retries off: " +
+	"stripe-go BackendConfig{MaxNetworkRetries: stripe.Int64(0)}, " +
+	"aws-sdk-go-v2 config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }), " +
+	"openai-go and anthropic-sdk-go option.WithMaxRetries(0), a second retryhttp.Transport: remove one"
+
+// upperRetry reports whether req is an upper layer's retry, and by which
+// signal; "" when it is not. key is the request's Idempotency-Key, if the
+// caller set or derived one (a random injected key never repeats).
+func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bool, window time.Duration) string {
+	if c.attempt > 1 {
+		return stackedRetryhttp
+	}
+	h := req.Header
+	if len(h) == 0 {
+		return ""
+	}
+	if v := h.Get("Amz-Sdk-Request"); v != "" {
+		if n, ok := fieldInt(v, "attempt="); ok && n > 1 {
+			return stackedAWS
+		}
+	}
+	if v := h.Get("X-Stainless-Retry-Count"); v != "" && v != "0" {
+		return stackedStainless
+	}
+	if v := h.Get("X-Goog-Api-Client"); v != "" {
+		if n, ok := fieldInt(v, "gccl-attempt-count/"); ok && n > 1 {
+			return stackedGoogle
+		}
+	}
+	if key != "" && t.seen.repeat(key, time.Now(), window) {
+		if derived {
+			return stackedOperation
+		}
+		return stackedKey
+	}
+	return ""
+}
+
+// fieldInt reads the integer after prefix in v.
+func fieldInt(v, prefix string) (int, bool) {
+	i := strings.Index(v, prefix)
+	if i < 0 {
+		return 0, false
+	}
+	v = v[i+len(prefix):]
+	end := 0
+	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
+		end++
+	}
+	n, err := strconv.Atoi(v[:end])
+	return n, err == nil
+}
+
+// stacked counts an upper layer's retry, and warns once per Transport that
+// two layers retry the same call. A retried operation is not that: its
+// handler ran again, and the call was made anew (sent once all the same,
+// so that the operation's retries and the Transport's do not multiply).
+func (t *Transport) stacked(ctx context.Context, signal string) {
+	t.Metrics.stackedRetry(signal)
+	if signal == stackedOperation {
+		return
+	}
+	t.stackWarn.Do(func() {
+		logger := t.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.LogAttrs(ctx, slog.LevelWarn, stackedFix, slog.String("signal", signal))
+	})
+}
+
+// recentKeys remembers the keys a Transport sent within the retry window,
+// to recognise an upper layer sending one again. It holds at most
+// recentKeysMax keys; past that the oldest is forgotten.
+type recentKeys struct {
+	mu   sync.Mutex
+	at   map[string]time.Time // key -> when it was last sent; guarded by mu
+	ring []string             // keys in the order they were added; guarded by mu
+	next int                  // the ring slot to reuse; guarded by mu
+}
+
+const recentKeysMax = 4096
+
+// repeat records key as sent at now and reports whether it was sent within
+// window before.
+func (r *recentKeys) repeat(key string, now time.Time, window time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil {
+		r.at = make(map[string]time.Time)
+	}
+	last, ok := r.at[key]
+	if !ok {
+		if len(r.ring) < recentKeysMax {
+			r.ring = append(r.ring, key)
+		} else {
+			delete(r.at, r.ring[r.next])
+			r.ring[r.next] = key
+			r.next = (r.next + 1) % recentKeysMax
+		}
+	}
+	r.at[key] = now
+	return ok && now.Sub(last) <= window
+}
+
+// spentBody marks a response a Transport gave up on after deciding it was
+// worth retrying: a Transport above it must not retry it again.
+type spentBody struct{ io.ReadCloser }
+
+// spent reports whether resp or err comes from a Transport below that
+// already retried (or decided against retrying) it.
+func spent(resp *http.Response, err error) bool {
+	if resp != nil {
+		_, ok := resp.Body.(*spentBody)
+		return ok
+	}
+	var re *RetryError
+	return errors.As(err, &re)
+}
+
+// keyOf returns the request's key as sent.
+func keyOf(h http.Header) string {
+	k, _ := wire.Key(h)
+	return k
+}

@@ -1,0 +1,214 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/opkey"
+)
+
+// #13.1: keys derived from the operation are the same on every run of it,
+// different for every call in it, and valid keys.
+func TestDerivedKeys(t *testing.T) {
+	run := func(id string, calls func(ctx context.Context, tr *Transport)) []string {
+		base := script(status(201))
+		tr := &Transport{Base: base, InjectIdempotencyKey: true}
+		calls(opkey.With(context.Background(), &opkey.Op{ID: id}), tr)
+		var keys []string
+		for _, c := range base.seen() {
+			keys = append(keys, c.header.Get("Idempotency-Key"))
+		}
+		return keys
+	}
+	post := func(ctx context.Context, tr *Transport, url string) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader("x"))
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	calls := func(ctx context.Context, tr *Transport) {
+		post(ctx, tr, "https://pay.test/v1/charges")
+		post(ctx, tr, "https://pay.test/v1/charges")
+		post(ctx, tr, "https://mail.test/send")
+		post(WithCallLabel(ctx, "receipt"), tr, "https://mail.test/send")
+	}
+	first, again, other := run("op-1", calls), run("op-1", calls), run("op-2", calls)
+	assert.Equal(t, first, again, "every run of an operation sends the same keys")
+	assert.Len(t, first, 4)
+	seen := map[string]bool{}
+	for i, k := range first {
+		assert.Len(t, k, 64)
+		assert.NotContains(t, k, "op-1", "the operation's key is not revealed")
+		assert.False(t, seen[k], "call %d has its own key", i)
+		seen[k] = true
+		assert.NotEqual(t, k, other[i], "another operation, other keys")
+	}
+	labelled := run("op-1", func(ctx context.Context, tr *Transport) { post(WithCallLabel(ctx, "receipt"), tr, "https://mail.test/send") })
+	assert.Equal(t, first[3], labelled[0], "a labelled call's key does not depend on the calls before it")
+
+	// WithOperationKey, for jobs and messages.
+	a := run("", func(_ context.Context, tr *Transport) {
+		post(WithOperationKey(context.Background(), "job-7"), tr, "https://pay.test/v1/charges")
+	})
+	b := run("", func(_ context.Context, tr *Transport) {
+		post(WithOperationKey(context.Background(), "job-7"), tr, "https://pay.test/v1/charges")
+	})
+	assert.Equal(t, a, b)
+	// Without an operation, every call gets a fresh random key.
+	c := run("", func(_ context.Context, tr *Transport) { post(context.Background(), tr, "https://pay.test/v1/charges") })
+	d := run("", func(_ context.Context, tr *Transport) { post(context.Background(), tr, "https://pay.test/v1/charges") })
+	assert.NotEqual(t, c, d)
+}
+
+// #13.2: two Transports on one path do not multiply: the one below retries,
+// the one above returns what it gave up on.
+func TestNestedTransportsRetryOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		step step
+	}{{"503", status(503)}, {"reset", fail(errReset)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := script(tc.step)
+			inner := &Transport{Base: base, Policy: noWait, Budget: NoBudget}
+			outer := &Transport{Base: inner, Policy: noWait, Budget: NoBudget}
+			resp, err := outer.RoundTrip(newReq(t, "GET", "", nil))
+			if err == nil {
+				resp.Body.Close()
+			}
+			assert.Equal(t, 4, base.attempts(), "4 attempts, not 16")
+		})
+	}
+	t.Run("through a layer that wraps the body", func(t *testing.T) {
+		// The mark of a spent response is lost; the Transport above then
+		// retries, and marks its retries, so the one below sends each once:
+		// R + S − 1.
+		base := script(status(503))
+		inner := &Transport{Base: base, Policy: noWait, Budget: NoBudget}
+		wrapping := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := inner.RoundTrip(r)
+			if err == nil {
+				resp.Body = io.NopCloser(resp.Body)
+			}
+			return resp, err
+		})
+		outer := &Transport{Base: wrapping, Policy: noWait, Budget: NoBudget}
+		resp, err := outer.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 4+4-1, base.attempts())
+	})
+}
+
+// #13.2: an SDK that retries on its own over a Transport: S upper attempts
+// over R Transport attempts make R + S − 1 sends, not R × S.
+func TestStackedSDKRetries(t *testing.T) {
+	sdk := func(t *testing.T, tr *Transport, attempts int, mark func(h http.Header, attempt int)) {
+		for a := 1; a <= attempts; a++ {
+			req := newReq(t, "POST", "{}", nil)
+			mark(req.Header, a)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name, signal string
+		mark         func(h http.Header, attempt int)
+	}{
+		{"stripe-go: one key across its retries", stackedKey, func(h http.Header, _ int) { h.Set("Idempotency-Key", "stripe-key") }},
+		{"aws-sdk-go-v2: amz-sdk-request", stackedAWS, func(h http.Header, a int) {
+			h.Set("Idempotency-Key", fmt.Sprint("k", a))
+			h.Set("Amz-Sdk-Request", fmt.Sprintf("attempt=%d; max=3", a))
+		}},
+		{"Stainless SDKs: X-Stainless-Retry-Count", stackedStainless, func(h http.Header, a int) {
+			h.Set("Idempotency-Key", fmt.Sprint("k", a))
+			h.Set("X-Stainless-Retry-Count", fmt.Sprint(a-1))
+		}},
+		{"Google clients: gccl-attempt-count", stackedGoogle, func(h http.Header, a int) {
+			h.Set("Idempotency-Key", fmt.Sprint("k", a))
+			h.Set("X-Goog-Api-Client", fmt.Sprintf("gl-go/1.25 gccl-invocation-id/x gccl-attempt-count/%d", a))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var logs bytes.Buffer
+				reg := prometheus.NewRegistry()
+				m, _ := NewMetrics(reg)
+				base := script(status(503))
+				tr := &Transport{Base: base, Budget: NoBudget, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+				sdk(t, tr, 3, tc.mark)
+				assert.Equal(t, 4+3-1, base.attempts(), "R + S − 1")
+				assert.Equal(t, 2.0, value(scrape(t, reg), "retryhttp_stacked_retries_total", "signal="+tc.signal))
+				assert.Equal(t, 1, strings.Count(logs.String(), "retries stacked on retries"), "one warning")
+				assert.Contains(t, logs.String(), "MaxNetworkRetries", "naming the fix")
+			})
+		})
+	}
+}
+
+// The window of remembered keys is bounded.
+func TestRecentKeysBounded(t *testing.T) {
+	var r recentKeys
+	now := time.Now()
+	for i := range 3 * recentKeysMax {
+		r.repeat(fmt.Sprint("k", i), now, time.Minute)
+	}
+	assert.LessOrEqual(t, len(r.at), recentKeysMax)
+	assert.True(t, r.repeat(fmt.Sprint("k", 3*recentKeysMax-1), now, time.Minute), "a recent key is remembered")
+	assert.False(t, r.repeat("k0", now, time.Minute), "the oldest were forgotten")
+	assert.False(t, r.repeat(fmt.Sprint("k", 3*recentKeysMax-2), now.Add(2*time.Minute), time.Minute), "outside the window")
+}
+
+// #14.3: a policy for one call, or none at all.
+func TestPerRequestPolicy(t *testing.T) {
+	base := script(status(503))
+	tr := &Transport{Base: base, Policy: noWait, Budget: NoBudget}
+	do := func(ctx context.Context) error {
+		req := newReq(t, "GET", "", nil).WithContext(ctx)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	require.NoError(t, do(WithPolicy(context.Background(), Policy{MaxAttempts: 2, BaseDelay: time.Nanosecond})))
+	assert.Equal(t, 2, base.attempts())
+	require.NoError(t, do(WithoutRetries(context.Background())))
+	assert.Equal(t, 3, base.attempts())
+	require.NoError(t, do(context.Background()))
+	assert.Equal(t, 7, base.attempts(), "the Transport's own policy otherwise")
+	assert.ErrorIs(t, do(WithPolicy(context.Background(), Policy{MaxAttempts: -1})), ErrInvalidPolicy)
+}
+
+// #14.4: the layers below see each attempt's number.
+func TestAttemptFromContext(t *testing.T) {
+	var seen []int
+	n := 0
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		seen = append(seen, AttemptFromContext(r.Context()))
+		n++
+		code := 503
+		if n == 3 {
+			code = 200
+		}
+		return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	resp, err := (&Transport{Base: base, Policy: noWait}).RoundTrip(newReq(t, "GET", "", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, []int{1, 2, 3}, seen)
+	assert.Equal(t, 1, AttemptFromContext(context.Background()))
+}
