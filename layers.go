@@ -3,8 +3,8 @@ package retryhttp
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"

@@ -55,7 +55,9 @@ func TestDerivedKeys(t *testing.T) {
 		seen[k] = true
 		assert.NotEqual(t, k, other[i], "another operation, other keys")
 	}
-	labelled := run("op-1", func(ctx context.Context, tr *Transport) { post(WithCallLabel(ctx, "receipt"), tr, "https://mail.test/send") })
+	labelled := run("op-1", func(ctx context.Context, tr *Transport) {
+		post(WithCallLabel(ctx, "receipt"), tr, "https://mail.test/send")
+	})
 	assert.Equal(t, first[3], labelled[0], "a labelled call's key does not depend on the calls before it")
 
 	// WithOperationKey, for jobs and messages.

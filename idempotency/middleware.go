@@ -467,4 +467,3 @@ func newOwner() string {
 	}
 	return hex.EncodeToString(b[:])
 }
-
