@@ -1,0 +1,205 @@
+// Package outbox is a transactional outbox on PostgreSQL: side effects that
+// cannot roll back (an email, an event, a call to a payment gateway) are
+// enqueued as HTTP requests in the same transaction as the state change
+// that causes them, and a relay delivers them afterwards, through a
+// retryhttp.Transport, with the message's stable ID as Idempotency-Key.
+//
+// Together with the idempotency middleware's transactional mode, the
+// handler's writes, its stored response and its outgoing messages commit or
+// roll back as one: a crash before the commit leaves none of them; after
+// it, the relay delivers every message at least once, and the receiver's
+// idempotency layer turns "at least once" into "once".
+//
+//	tx, err := pgstore.Tx(r.Context())
+//	... write the order through tx ...
+//	_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: "https://mail.example/send", Body: receipt})
+//
+// and, in the service (or a worker):
+//
+//	relay, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box})
+//	go relay.Run(ctx) // until ctx is done
+//
+// Several relays, in one process or many, share the work safely: a batch
+// is leased with FOR UPDATE SKIP LOCKED, and a message whose relay died
+// mid-delivery is delivered again, with the same key, when its lease
+// expires. A relay wakes on LISTEN/NOTIFY when a message is committed and
+// polls as a fallback. Nothing starts on import.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Message is an HTTP request to deliver.
+type Message struct {
+	// Method is the request method; "" means POST.
+	Method string
+	// URL is where to send it, absolute.
+	URL string
+	// Header is sent as given, with Idempotency-Key set to the message's ID
+	// unless it carries a key already.
+	Header http.Header
+	// Body is the request body.
+	Body []byte
+}
+
+// Querier is what Enqueue writes through: the transaction of the state
+// change (pgx.Tx, from pgstore.Tx in the middleware's transactional mode),
+// or a pool or connection for a message on its own.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Outbox is a table of messages. It is safe for concurrent use.
+type Outbox struct {
+	pool    *pgxpool.Pool
+	table   string // as given, validated
+	channel string // LISTEN/NOTIFY channel
+
+	insert string
+}
+
+// DefaultTable is the table New uses when given "".
+const DefaultTable = "retryhttp_outbox"
+
+var validTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+func quote(name string) string { return pgx.Identifier(strings.Split(name, ".")).Sanitize() }
+
+// New returns an Outbox on table ("" means DefaultTable; "schema.table" is
+// accepted). It does not create the table: see Migrate.
+func New(pool *pgxpool.Pool, table string) (*Outbox, error) {
+	if pool == nil {
+		return nil, errors.New("outbox: nil pool")
+	}
+	if table == "" {
+		table = DefaultTable
+	}
+	if !validTable.MatchString(table) {
+		return nil, fmt.Errorf("outbox: invalid table name %q", table)
+	}
+	o := &Outbox{pool: pool, table: table, channel: strings.ReplaceAll(table, ".", "_") + "_new"}
+	o.insert = `INSERT INTO ` + quote(table) + ` (id, method, url, header, body) VALUES ($1, $2, $3, $4, $5)`
+	return o, nil
+}
+
+// SchemaFor returns the CREATE statements for an outbox table: the
+// messages, and the index of pending ones by due time that relays read.
+func SchemaFor(table string) string {
+	t := quote(table)
+	base := table
+	if i := strings.LastIndex(table, "."); i >= 0 {
+		base = table[i+1:]
+	}
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
+	id           text PRIMARY KEY,
+	method       text NOT NULL,
+	url          text NOT NULL,
+	header       jsonb NOT NULL DEFAULT '{}',
+	body         bytea,
+	status       text NOT NULL DEFAULT 'pending',
+	deliveries   integer NOT NULL DEFAULT 0,
+	next_at      timestamptz NOT NULL DEFAULT now(),
+	created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+	delivered_at timestamptz,
+	last_status  integer,
+	last_error   text
+);
+CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (next_at) WHERE status = 'pending';`, t, quote(base+"_pending"))
+}
+
+// Migrate creates the table and its index if they do not exist; safe to
+// run from every replica at once.
+func (o *Outbox) Migrate(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "retryhttp outbox "+o.table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, SchemaFor(o.table))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("outbox: migrate: %w", err)
+	}
+	return nil
+}
+
+// Enqueue adds m to the outbox through db and returns its ID, which is also
+// the Idempotency-Key it is delivered with. Written through the state
+// change's transaction, the message exists if and only if the transaction
+// commits; relays are woken when it does.
+func (o *Outbox) Enqueue(ctx context.Context, db Querier, m Message) (string, error) {
+	if m.Method == "" {
+		m.Method = http.MethodPost
+	}
+	u, err := url.Parse(m.URL)
+	if err != nil || !u.IsAbs() {
+		return "", fmt.Errorf("outbox: Enqueue: URL %q is not absolute", m.URL)
+	}
+	header := []byte("{}")
+	if len(m.Header) > 0 {
+		if header, err = json.Marshal(m.Header); err != nil {
+			return "", fmt.Errorf("outbox: Enqueue: %w", err)
+		}
+	}
+	id := uuid.NewString()
+	if _, err := db.Exec(ctx, o.insert, id, m.Method, m.URL, header, m.Body); err != nil {
+		return "", fmt.Errorf("outbox: Enqueue: %w", err)
+	}
+	// Delivered to listeners when (and only if) the transaction commits.
+	if _, err := db.Exec(ctx, `SELECT pg_notify($1, '')`, o.channel); err != nil {
+		return "", fmt.Errorf("outbox: Enqueue: %w", err)
+	}
+	return id, nil
+}
+
+// Table is the outbox's table, as given to New.
+func (o *Outbox) Table() string { return o.table }
+
+// Status is a message's state.
+type Status string
+
+const (
+	Pending   Status = "pending"   // waiting to be delivered, or to be tried again
+	Delivered Status = "delivered" // the receiver answered 2xx, or a final 4xx stored in LastStatus
+	Dead      Status = "dead"      // given up: MaxAttempts deliveries failed, or the receiver refused it for good
+)
+
+// State is what the outbox knows of a message.
+type State struct {
+	Status     Status
+	Deliveries int
+	LastStatus int
+	LastError  string
+}
+
+// State returns the state of message id.
+func (o *Outbox) State(ctx context.Context, id string) (State, error) {
+	var s State
+	var last *int32
+	var lastErr *string
+	err := o.pool.QueryRow(ctx, `SELECT status, deliveries, last_status, last_error FROM `+quote(o.table)+` WHERE id = $1`, id).
+		Scan(&s.Status, &s.Deliveries, &last, &lastErr)
+	if err != nil {
+		return s, fmt.Errorf("outbox: State: %w", err)
+	}
+	if last != nil {
+		s.LastStatus = int(*last)
+	}
+	if lastErr != nil {
+		s.LastError = *lastErr
+	}
+	return s, nil
+}

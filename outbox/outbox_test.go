@@ -1,0 +1,444 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/outbox"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	dsn := testenv.PostgresDSN()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	p, err := pgxpool.New(ctx, dsn)
+	if err == nil {
+		err = p.Ping(ctx)
+	}
+	if err != nil {
+		if p != nil {
+			p.Close()
+		}
+		testenv.Unreachable(t, "PostgreSQL", dsn, err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// newOutbox makes an outbox on a fresh table, dropped after the test.
+func newOutbox(t testing.TB, p *pgxpool.Pool) *outbox.Outbox {
+	t.Helper()
+	table := "outbox_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	o, err := outbox.New(p, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	return o
+}
+
+// receiver records the requests it gets.
+type receiver struct {
+	mu     sync.Mutex
+	reqs   []*http.Request
+	bodies []string
+	at     []time.Time
+	status func(n int) int
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	rc.reqs = append(rc.reqs, r)
+	rc.bodies = append(rc.bodies, string(b))
+	rc.at = append(rc.at, time.Now())
+	n := len(rc.reqs)
+	rc.mu.Unlock()
+	code := 200
+	if rc.status != nil {
+		code = rc.status(n)
+	}
+	w.WriteHeader(code)
+}
+
+func (rc *receiver) count() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return len(rc.reqs)
+}
+
+// run starts a relay until the test ends.
+func run(t *testing.T, o outbox.RelayOptions) {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = quiet
+	}
+	r, err := outbox.NewRelay(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+	})
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func state(t *testing.T, o *outbox.Outbox, id string) outbox.State {
+	s, err := o.State(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A message exists if and only if its transaction commits, and is
+// delivered with its ID as Idempotency-Key, method, header and body kept.
+func TestCommittedMessagesAreDelivered(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	ctx := context.Background()
+
+	tx, _ := p.Begin(ctx)
+	id, err := o.Enqueue(ctx, tx, outbox.Message{Method: "PUT", URL: srv.URL + "/mail", Header: http.Header{"X-Kind": {"receipt"}}, Body: []byte(`{"order":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ = p.Begin(ctx)
+	if _, err := o.Enqueue(ctx, tx, outbox.Message{URL: srv.URL + "/rolled-back"}); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback(ctx)
+
+	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond})
+	eventually(t, "delivery", func() bool { return state(t, o, id).Status == outbox.Delivered })
+	time.Sleep(100 * time.Millisecond)
+	if rc.count() != 1 {
+		t.Fatalf("%d deliveries, want 1 (the rolled-back message does not exist)", rc.count())
+	}
+	r := rc.reqs[0]
+	if r.Method != "PUT" || r.URL.Path != "/mail" || r.Header.Get("X-Kind") != "receipt" || rc.bodies[0] != `{"order":1}` {
+		t.Fatalf("delivered %s %s %v %q", r.Method, r.URL.Path, r.Header, rc.bodies[0])
+	}
+	if got := r.Header.Get("Idempotency-Key"); got != id {
+		t.Fatalf("Idempotency-Key %q, want the message ID %q", got, id)
+	}
+	if _, err := o.Enqueue(ctx, p, outbox.Message{URL: "/relative"}); err == nil {
+		t.Fatal("a relative URL was accepted")
+	}
+}
+
+// LISTEN/NOTIFY: a committed message is delivered at once, not at the next
+// poll a minute later.
+func TestNotifyWakesTheRelay(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	run(t, outbox.RelayOptions{Outbox: o, PollInterval: time.Minute})
+	time.Sleep(200 * time.Millisecond) // the relay has polled once and is listening
+	start := time.Now()
+	id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "delivery", func() bool { return state(t, o, id).Status == outbox.Delivered })
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("delivered after %v: the notification did not wake the relay", d)
+	}
+}
+
+// Failures are retried with the Policy's backoff, then the message is
+// dead; a refusal for good is dead at once. The metrics count each.
+func TestBackoffAndDeadLetter(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	reg := prometheus.NewRegistry()
+	m, err := outbox.NewMetrics(reg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := &receiver{status: func(int) int { return 503 }}
+	bad := &receiver{status: func(int) int { return 422 }}
+	srvDown, srvBad := httptest.NewServer(down), httptest.NewServer(bad)
+	defer srvDown.Close()
+	defer srvBad.Close()
+	ctx := context.Background()
+	idDown, _ := o.Enqueue(ctx, p, outbox.Message{URL: srvDown.URL})
+	idBad, _ := o.Enqueue(ctx, p, outbox.Message{URL: srvBad.URL})
+	if got := gauge(t, reg, "outbox_pending"); got != 2 {
+		t.Fatalf("outbox_pending %v, want 2", got)
+	}
+	run(t, outbox.RelayOptions{Outbox: o, Metrics: m, PollInterval: 5 * time.Millisecond,
+		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 30 * time.Millisecond, MaxDelay: 30 * time.Millisecond, Jitter: retryhttp.NoJitter}})
+	eventually(t, "both dead", func() bool {
+		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead
+	})
+	if s := state(t, o, idDown); s.Deliveries != 3 || s.LastStatus != 503 || down.count() != 3 {
+		t.Fatalf("the 503 message: %+v after %d requests; want dead after 3", s, down.count())
+	}
+	if s := state(t, o, idBad); s.Deliveries != 1 || s.LastStatus != 422 {
+		t.Fatalf("the 422 message: %+v; want dead after 1", s)
+	}
+	keys := map[string]bool{}
+	for _, r := range down.reqs {
+		keys[r.Header.Get("Idempotency-Key")] = true
+	}
+	if len(keys) != 1 {
+		t.Fatalf("the retries carried %d keys, want 1", len(keys))
+	}
+	for i := 1; i < len(down.at); i++ {
+		if gap := down.at[i].Sub(down.at[i-1]); gap < 30*time.Millisecond {
+			t.Errorf("delivery %d came %v after the one before, want the 30 ms backoff", i+1, gap)
+		}
+	}
+	if got := counter(t, reg, "retried"); got != 2 {
+		t.Errorf("retried %v, want 2", got)
+	}
+	if got := counter(t, reg, "dead"); got != 2 {
+		t.Errorf("dead %v, want 2", got)
+	}
+	if got := gauge(t, reg, "outbox_pending"); got != 0 {
+		t.Errorf("pending %v, want 0", got)
+	}
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "outbox_deliveries_total" {
+			continue
+		}
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.Counter.GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.Metric) == 1 {
+			return f.Metric[0].Gauge.GetValue()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
+}
+
+// The backlog gauges read the table.
+func TestBacklogMetrics(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	reg := prometheus.NewRegistry()
+	if _, err := outbox.NewMetrics(reg, o); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := o.Enqueue(context.Background(), p, outbox.Message{URL: "http://127.0.0.1:1/"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := gauge(t, reg, "outbox_pending"); got != 3 {
+		t.Fatalf("pending %v, want 3", got)
+	}
+	if got := gauge(t, reg, "outbox_oldest_pending_seconds"); got < 0.04 || got > 5 {
+		t.Fatalf("oldest %v s, want about 0.05", got)
+	}
+}
+
+// Four relays on one outbox: every message delivered exactly once (leases
+// with SKIP LOCKED: no two relays hold one message).
+func TestConcurrentRelays(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	var mu sync.Mutex
+	perKey := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		perKey[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	const n = 400
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i], _ = o.Enqueue(context.Background(), p, outbox.Message{URL: srv.URL})
+	}
+	for range 4 {
+		run(t, outbox.RelayOptions{Outbox: o, Batch: 16, PollInterval: 5 * time.Millisecond})
+	}
+	eventually(t, "all delivered", func() bool {
+		var pending int
+		p.QueryRow(context.Background(), "SELECT count(*) FROM "+tableName(o)+" WHERE status <> 'delivered'").Scan(&pending)
+		return pending == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(perKey) != n {
+		t.Fatalf("%d distinct messages delivered, want %d", len(perKey), n)
+	}
+	for k, c := range perKey {
+		if c != 1 {
+			t.Fatalf("message %s delivered %d times", k, c)
+		}
+	}
+}
+
+// The relay is killed (SIGKILL) while its deliveries are at the receiver.
+// Another relay delivers them again after the lease, with the same keys;
+// the receiver's idempotency middleware recognises them: every message's
+// effect happens once, none is lost.
+func TestRelayKilledMidDelivery(t *testing.T) {
+	if os.Getenv("OUTBOX_CHILD_TABLE") != "" {
+		t.Skip("in the child")
+	}
+	p := pool(t)
+	o := newOutbox(t, p)
+	mw, err := idempotency.New(idempotency.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	effects := map[string]int{}
+	arrived := make(chan struct{}, 100)
+	hold := make(chan struct{})
+	var held atomic.Int32
+	srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if held.Add(1) <= 5 { // the first deliveries wait until their relay is dead
+			arrived <- struct{}{}
+			<-hold
+		}
+		mu.Lock()
+		effects[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		w.WriteHeader(201)
+	})))
+	defer srv.Close()
+	defer close(hold)
+	const n = 20
+	for range n {
+		if _, err := o.Enqueue(context.Background(), p, outbox.Message{URL: srv.URL + "/emails"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestChildRelay$")
+	child.Env = append(os.Environ(), "OUTBOX_CHILD_TABLE="+tableName(o))
+	child.Stdout, child.Stderr = io.Discard, os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			child.Process.Kill()
+			t.Fatal("the child relay delivered nothing")
+		}
+	}
+	child.Process.Signal(syscall.SIGKILL) // five deliveries are at the receiver, unanswered
+	child.Wait()
+	for range 5 {
+		hold <- struct{}{} // their handlers finish: the effects happen, the answers are lost
+	}
+	run(t, outbox.RelayOptions{Outbox: o, Lease: time.Second, PollInterval: 20 * time.Millisecond,
+		Client: &http.Client{Timeout: 500 * time.Millisecond}})
+	eventually(t, "all delivered", func() bool {
+		var pending int
+		p.QueryRow(context.Background(), "SELECT count(*) FROM "+tableName(o)+" WHERE status <> 'delivered'").Scan(&pending)
+		return pending == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(effects) != n {
+		t.Fatalf("%d messages had an effect, want %d: none lost", len(effects), n)
+	}
+	for k, c := range effects {
+		if c != 1 {
+			t.Fatalf("message %s had %d effects, want 1", k, c)
+		}
+	}
+}
+
+// TestChildRelay is the relay TestRelayKilledMidDelivery kills.
+func TestChildRelay(t *testing.T) {
+	table := os.Getenv("OUTBOX_CHILD_TABLE")
+	if table == "" {
+		t.Skip("run by TestRelayKilledMidDelivery")
+	}
+	p := pool(t)
+	o, err := outbox.New(p, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Lease: time.Second, Batch: 5, Logger: quiet,
+		Client: &http.Client{Timeout: 500 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Run(context.Background())
+}
+
+func tableName(o *outbox.Outbox) string { return o.Table() }
