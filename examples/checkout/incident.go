@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/idempotency/pgstore"
+	"github.com/retryhttp/retryhttp/idempotency/redisstore"
+	"github.com/retryhttp/retryhttp/outbox"
+)
+
+// Config is one run of the incident.
+type Config struct {
+	Orders      int
+	Concurrency int
+	// Pieces turns on the cross-layer pieces: keys derived from the inbound
+	// request for the provider call, and the receipt email through the
+	// transactional outbox. Without them every layer is still correct on
+	// its own: the client SDK retries with one key, the checkout and the
+	// provider run the idempotency middleware, every call goes through a
+	// retryhttp.Transport.
+	Pieces bool
+	// Faults, at every hop.
+	DropClient   float64       // client ← checkout: the checkout committed, the answer is lost
+	Crash        float64       // the checkout dies between the provider call and its own commit
+	DropProvider float64       // checkout ← provider: the provider charged, the answer is lost
+	DropMail     float64       // relay or checkout ← mail: the mail went out, the answer is lost
+	Flicker      time.Duration // the provider answers 503 for this long (its 30 s flicker, compressed)
+	RelayCrashes time.Duration // the relay is killed (its context cut mid-delivery) this often
+	Seed         uint64
+
+	Pool  *pgxpool.Pool
+	Redis *redis.Client
+}
+
+// Result counts the effects per order.
+type Result struct {
+	Orders, Failed                    int // orders, and orders whose client got no 201
+	Charges, ChargeDups, ChargeMissed int // charges made; orders charged more than once; succeeded orders not charged
+	Emails, EmailDups, EmailMissed    int
+	ProviderCalls                     int // requests the provider saw
+}
+
+func (r Result) ExactlyOnce() bool {
+	return r.Failed == 0 && r.ChargeDups == 0 && r.ChargeMissed == 0 && r.EmailDups == 0 && r.EmailMissed == 0 &&
+		r.Charges == r.Orders && r.Emails == r.Orders
+}
+
+// counter counts effects per order.
+type counter struct {
+	mu sync.Mutex
+	n  map[int]int
+}
+
+func (c *counter) add(order int) {
+	c.mu.Lock()
+	if c.n == nil {
+		c.n = map[int]int{}
+	}
+	c.n[order]++
+	c.mu.Unlock()
+}
+
+func (c *counter) get() map[int]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[int]int, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+type orderBody struct {
+	Order int `json:"order"`
+}
+
+func readOrder(r *http.Request) int {
+	var b orderBody
+	json.NewDecoder(r.Body).Decode(&b)
+	return b.Order
+}
+
+// chance is a goroutine-safe coin with a seed.
+type chance struct {
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func (c *chance) hit(p float64) bool {
+	if p <= 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rng.Float64() < p
+}
+
+// dropAfter runs h, and then, with probability p, cuts the connection
+// instead of answering: the work is done, the caller never hears.
+func dropAfter(h http.Handler, p float64, coin *chance) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !coin.hit(p) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+			return
+		}
+		panic(http.ErrAbortHandler)
+	})
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// Run plays the incident once.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	coin := &chance{rng: rand.New(rand.NewPCG(cfg.Seed, 7))}
+	suffix := fmt.Sprintf("%d_%d", time.Now().UnixNano(), cfg.Seed)
+
+	// The payment provider: the idempotency middleware on Redis, a flicker
+	// of 503s, answers lost after the charge.
+	var charges counter
+	var providerCalls atomic.Int64
+	var flickerFrom, flickerTo atomic.Int64
+	provStore, err := redisstore.New(cfg.Redis, "checkout-demo:"+suffix+":")
+	if err != nil {
+		return Result{}, err
+	}
+	provMW, err := idempotency.New(idempotency.Options{Store: provStore, Logger: quiet})
+	if err != nil {
+		return Result{}, err
+	}
+	provider := httptest.NewServer(dropAfter(provMW.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now().UnixNano()
+		if now >= flickerFrom.Load() && now < flickerTo.Load() {
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "flicker", http.StatusServiceUnavailable)
+			return
+		}
+		charges.add(readOrder(r))
+		w.WriteHeader(http.StatusCreated)
+	})), cfg.DropProvider, coin))
+	defer provider.Close()
+
+	// The mail service: the idempotency middleware, answers lost after the
+	// mail went out.
+	var emails counter
+	mailMW, err := idempotency.New(idempotency.Options{Logger: quiet})
+	if err != nil {
+		return Result{}, err
+	}
+	mail := httptest.NewServer(dropAfter(mailMW.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		emails.add(readOrder(r))
+		w.WriteHeader(http.StatusAccepted)
+	})), cfg.DropMail, coin))
+	defer mail.Close()
+
+	// The checkout service: the middleware on PostgreSQL in transactional
+	// mode; the provider behind a retryhttp.Transport; the order row, and
+	// with the pieces the receipt, in the request's transaction.
+	idem, err := pgstore.New(cfg.Pool, "checkout_idem_"+suffix)
+	if err != nil {
+		return Result{}, err
+	}
+	box, err := outbox.New(cfg.Pool, "checkout_outbox_"+suffix)
+	if err != nil {
+		return Result{}, err
+	}
+	orders := "checkout_orders_" + suffix
+	for _, m := range []func(context.Context) error{idem.Migrate, box.Migrate} {
+		if err := m(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	if _, err := cfg.Pool.Exec(ctx, "CREATE TABLE "+orders+" (id int PRIMARY KEY)"); err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		for _, t := range []string{orders, box.Table(), "checkout_idem_" + suffix} {
+			cfg.Pool.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+t)
+		}
+	}()
+	fast := retryhttp.Policy{MaxAttempts: 4, BaseDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
+	toProvider := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget, Policy: fast,
+		Base: countingBase(&providerCalls)}}
+	toMail := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget, Policy: fast}}
+	checkoutMW, err := idempotency.New(idempotency.Options{Store: idem, Transactional: true, Logger: quiet})
+	if err != nil {
+		return Result{}, err
+	}
+	post := func(ctx context.Context, c *http.Client, url string, order int) error {
+		req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(fmt.Sprintf(`{"order":%d}`, order)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	checkout := httptest.NewServer(dropAfter(checkoutMW.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		order := readOrder(r)
+		callCtx := r.Context() // the inbound key travels: the provider sees the same key on every run
+		if !cfg.Pieces {
+			callCtx = context.Background() // as code that drops the request's context: a fresh key per run
+		}
+		if err := post(callCtx, toProvider, provider.URL+"/v1/charges", order); err != nil {
+			http.Error(w, "payment provider: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		if !cfg.Pieces { // the receipt goes out straight away, before the commit
+			if err := post(context.Background(), toMail, mail.URL+"/send", order); err != nil {
+				http.Error(w, "mail: "+err.Error(), http.StatusBadGateway)
+				return
+			}
+		}
+		if coin.hit(cfg.Crash) {
+			panic(http.ErrAbortHandler) // dies before its commit: the transaction rolls back, the claim is freed
+		}
+		tx, err := pgstore.Tx(r.Context())
+		if err == nil {
+			_, err = tx.Exec(r.Context(), "INSERT INTO "+orders+" (id) VALUES ($1)", order)
+		}
+		if err == nil && cfg.Pieces {
+			_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: mail.URL + "/send", Body: []byte(fmt.Sprintf(`{"order":%d}`, order)),
+				Header: http.Header{"Content-Type": {"application/json"}}})
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})), cfg.DropClient, coin))
+	defer checkout.Close()
+
+	// The relay, killed and started again while it works.
+	relayCtx, stopRelays := context.WithCancel(ctx)
+	var relays sync.WaitGroup
+	if cfg.Pieces {
+		relays.Go(func() {
+			for relayCtx.Err() == nil {
+				r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box, Lease: time.Second, PollInterval: 20 * time.Millisecond,
+					Policy: retryhttp.Policy{MaxAttempts: 1000, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
+					Client: &http.Client{Timeout: 500 * time.Millisecond}, Logger: quiet})
+				if err != nil {
+					panic(err)
+				}
+				life, kill := context.WithTimeout(relayCtx, cfg.RelayCrashes)
+				r.Run(life) // cut mid-delivery: the lease brings its messages back
+				kill()
+			}
+		})
+	}
+
+	// The client SDK: its own retries, one key across them (as stripe-go).
+	sdk := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget,
+		Policy: retryhttp.Policy{MaxAttempts: 20, BaseDelay: 20 * time.Millisecond, MaxDelay: 300 * time.Millisecond, MaxElapsed: time.Minute}}}
+	start := time.Now()
+	flickerFrom.Store(start.Add(300 * time.Millisecond).UnixNano())
+	flickerTo.Store(start.Add(300*time.Millisecond + cfg.Flicker).UnixNano())
+	failed := atomic.Int64{}
+	work := make(chan int)
+	var clients sync.WaitGroup
+	for range cfg.Concurrency {
+		clients.Go(func() {
+			for order := range work {
+				if err := post(ctx, sdk, checkout.URL+"/checkout", order); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	for order := range cfg.Orders {
+		work <- order
+	}
+	close(work)
+	clients.Wait()
+	if cfg.Pieces { // wait for the receipts
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			var pending int
+			cfg.Pool.QueryRow(ctx, "SELECT count(*) FROM "+box.Table()+" WHERE status <> 'delivered'").Scan(&pending)
+			if pending == 0 {
+				break
+			}
+		}
+	}
+	stopRelays()
+	relays.Wait()
+	toProvider.CloseIdleConnections()
+	toMail.CloseIdleConnections()
+	sdk.CloseIdleConnections()
+
+	res := Result{Orders: cfg.Orders, Failed: int(failed.Load()), ProviderCalls: int(providerCalls.Load())}
+	var committed []int
+	rows, err := cfg.Pool.Query(ctx, "SELECT id FROM "+orders)
+	if err != nil {
+		return res, err
+	}
+	for rows.Next() {
+		var id int
+		rows.Scan(&id)
+		committed = append(committed, id)
+	}
+	c, e := charges.get(), emails.get()
+	for _, n := range c {
+		res.Charges += n
+		if n > 1 {
+			res.ChargeDups++
+		}
+	}
+	for _, n := range e {
+		res.Emails += n
+		if n > 1 {
+			res.EmailDups++
+		}
+	}
+	for _, id := range committed {
+		if c[id] == 0 {
+			res.ChargeMissed++
+		}
+		if e[id] == 0 {
+			res.EmailMissed++
+		}
+	}
+	return res, nil
+}
+
+// countingBase counts the requests sent to the provider.
+func countingBase(n *atomic.Int64) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		n.Add(1)
+		return http.DefaultTransport.RoundTrip(r)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
