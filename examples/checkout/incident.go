@@ -51,6 +51,7 @@ type Config struct {
 // Result counts the effects per order.
 type Result struct {
 	Orders, Failed                    int // orders, and orders whose client got no 201
+	FailedWhy                         []string
 	Charges, ChargeDups, ChargeMissed int // charges made; orders charged more than once; succeeded orders not charged
 	Emails, EmailDups, EmailMissed    int
 	ProviderCalls                     int // requests the provider saw
@@ -213,10 +214,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return err
 		}
-		io.Copy(io.Discard, resp.Body)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 		resp.Body.Close()
 		if resp.StatusCode >= 300 {
-			return fmt.Errorf("status %d", resp.StatusCode)
+			return fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 		}
 		return nil
 	}
@@ -275,12 +276,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	// The client SDK: its own retries, one key across them (as stripe-go).
+	// With one retry layer, the client's retries carry the order through
+	// the flicker (the checkout sends each run's provider call once), so
+	// its window must outlast the flicker: 30 attempts of up to 500 ms.
 	sdk := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget,
-		Policy: retryhttp.Policy{MaxAttempts: 20, BaseDelay: 20 * time.Millisecond, MaxDelay: 300 * time.Millisecond, MaxElapsed: time.Minute}}}
+		Policy: retryhttp.Policy{MaxAttempts: 30, BaseDelay: 50 * time.Millisecond, MaxDelay: 500 * time.Millisecond, MaxElapsed: time.Minute}}}
 	start := time.Now()
 	flickerFrom.Store(start.Add(300 * time.Millisecond).UnixNano())
 	flickerTo.Store(start.Add(300*time.Millisecond + cfg.Flicker).UnixNano())
 	failed := atomic.Int64{}
+	var whyMu sync.Mutex
+	var why []string
 	work := make(chan int)
 	var clients sync.WaitGroup
 	for range cfg.Concurrency {
@@ -288,6 +294,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			for order := range work {
 				if err := post(ctx, sdk, checkout.URL+"/checkout", order); err != nil {
 					failed.Add(1)
+					whyMu.Lock()
+					why = append(why, fmt.Sprintf("order %d: %v", order, err))
+					whyMu.Unlock()
 				}
 			}
 		})
@@ -312,7 +321,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	toMail.CloseIdleConnections()
 	sdk.CloseIdleConnections()
 
-	res := Result{Orders: cfg.Orders, Failed: int(failed.Load()), ProviderCalls: int(providerCalls.Load())}
+	res := Result{Orders: cfg.Orders, Failed: int(failed.Load()), FailedWhy: why, ProviderCalls: int(providerCalls.Load())}
 	var committed []int
 	rows, err := cfg.Pool.Query(ctx, "SELECT id FROM "+orders)
 	if err != nil {
