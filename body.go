@@ -168,3 +168,33 @@ func wrapCancel(rc io.ReadCloser, cancel context.CancelCauseFunc) io.ReadCloser 
 	}
 	return &cancelBody{rc, cancel}
 }
+
+// peekedBody is a response body whose first bytes were read for
+// ShouldRetry (Transport.PeekBody); reading it yields them again.
+type peekedBody struct {
+	prefix []byte
+	io.Reader
+	io.Closer
+}
+
+// peek reads up to n bytes of rc ahead.
+func peek(rc io.ReadCloser, n int) io.ReadCloser {
+	buf := make([]byte, n)
+	m, err := io.ReadFull(rc, buf)
+	buf = buf[:m]
+	var rest io.Reader = rc
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		rest = errReader{err}
+	}
+	return &peekedBody{prefix: buf, Reader: io.MultiReader(bytes.NewReader(buf), rest), Closer: rc}
+}
+
+// BodyPrefix returns the bytes of resp's body that the Transport read ahead
+// for ShouldRetry (see Transport.PeekBody), or nil. Reading resp.Body still
+// yields them.
+func BodyPrefix(resp *http.Response) []byte {
+	if p, ok := resp.Body.(*peekedBody); ok {
+		return p.prefix
+	}
+	return nil
+}

@@ -214,3 +214,29 @@ func TestAttemptFromContext(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 3}, seen)
 	assert.Equal(t, 1, AttemptFromContext(context.Background()))
 }
+
+// BenchmarkCallFromContext is what a RoundTrip pays to learn that no
+// per-request policy was set: one context lookup, on a plain context and on
+// a server request's (several values deep).
+func BenchmarkCallFromContext(b *testing.B) {
+	deep := context.Background()
+	for i := range 6 {
+		deep = context.WithValue(deep, struct{ n int }{i}, i)
+	}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"unused/background", context.Background()},
+		{"unused/6-deep", deep},
+		{"used", WithPolicy(deep, Policy{MaxAttempts: 2})},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if c := callFrom(tc.ctx); c.attempt != 0 {
+					b.Fatal(c)
+				}
+			}
+		})
+	}
+}

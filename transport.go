@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -79,9 +80,36 @@ type Transport struct {
 	// ShouldRetry, if set, is asked first about every attempt's outcome:
 	// exactly one of resp and err is non-nil, and req is the request that was
 	// sent (with any injected key). Returning Defer applies the built-in
-	// rules. It must not read resp.Body. Use it for signals the rules do not
-	// know, such as an SDK's X-Should-Retry header.
+	// rules. It must not read resp.Body (see PeekBody). Use it for signals
+	// the rules do not know. Whatever it says, a request that is not safe
+	// to send again is not retried.
+	//
+	// The built-in rules already honour the servers' own advice on an
+	// error response: X-Should-Retry: false and Stripe-Should-Retry: false
+	// stop; "true" retries a safe request even on a status outside
+	// RetryStatuses.
 	ShouldRetry func(req *http.Request, resp *http.Response, err error) Decision
+
+	// PeekBody, if positive, reads up to that many bytes of the body of
+	// every response with a status of 400 or more before ShouldRetry is
+	// asked, so that ShouldRetry can look at them with BodyPrefix (an AWS
+	// ThrottlingException in a 400, say). The caller still gets the whole
+	// body. 0 peeks at nothing.
+	PeekBody int
+
+	// RetryHints read how long to wait from a retryable response that has
+	// no usable Retry-After: the rate-limit headers of real APIs. nil means
+	// DefaultRetryHints(); an empty non-nil slice reads none. The first hint
+	// that answers wins, and its wait is capped by Policy.MaxRetryAfter like
+	// Retry-After's.
+	RetryHints []RetryHint
+
+	// AttemptHeader, if set, names a request header that carries the
+	// attempt number on every attempt, 1 for the first, so that servers and
+	// proxies see retries (as Envoy's x-envoy-attempt-count). The layers
+	// below the Transport see it in the context either way
+	// (AttemptFromContext).
+	AttemptHeader string
 
 	// Budget caps retries at a share of first attempts (see Budget). nil
 	// means the Transport's own default budget: 10% of requests plus 10
@@ -201,7 +229,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
 	for attempt := 1; ; attempt++ {
-		areq, err := attemptRequest(req, header, injected, body, attempt)
+		areq, err := attemptRequest(req, header, injected, body, attempt, t.AttemptHeader)
 		if err != nil {
 			return t.cannotSend(ctx, req, last, err, attempt-1, ReasonBody)
 		}
@@ -220,6 +248,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.Metrics.attempt(attempt)
 		sreq, sends := traceSends(base, areq)
 		resp, err := send(base, sreq, p.AttemptTimeout)
+		if resp != nil && t.PeekBody > 0 && resp.StatusCode >= 400 {
+			resp.Body = peek(resp.Body, t.PeekBody)
+		}
 		if hc != nil {
 			hc.c.Report(ticket, breakerOutcome(areq, resp, err), time.Now)
 		}
@@ -243,7 +274,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var ra time.Duration
 		var hasRA bool
 		if resp != nil {
-			if ra, hasRA = parseRetryAfter(resp.Header.Get("Retry-After"), now); hasRA {
+			if ra, hasRA = t.serverWait(resp, now); hasRA {
 				e.Wait = ra + p.retryAfterSpread(rand.Float64())
 			}
 		}
@@ -303,6 +334,9 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 		d = t.ShouldRetry(req, resp, err)
 	}
 	if resp != nil {
+		if d == Defer && resp.StatusCode >= 400 {
+			d = serverSignal(resp)
+		}
 		if d == Stop || d == Defer && !t.retryableStatus(resp.StatusCode, hasKey) || !safe {
 			return false, ReasonNotRetryable, ""
 		}
@@ -349,9 +383,9 @@ func (t *Transport) finish(req *http.Request, resp *http.Response, err error, at
 // own when nothing about it changes (the common first attempt, no
 // allocation), otherwise a shallow copy with this attempt's header and
 // body. A retry's copy carries its attempt number in its context, for the
-// layers below (see AttemptFromContext).
-func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int) (*http.Request, error) {
-	if n == 1 && body.buf == nil && !injected {
+// layers below (see AttemptFromContext), and in attemptHeader if set.
+func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string) (*http.Request, error) {
+	if n == 1 && body.buf == nil && !injected && attemptHeader == "" {
 		return req, nil
 	}
 	rc, getBody, err := body.forAttempt(n)
@@ -365,11 +399,38 @@ func attemptRequest(req *http.Request, header http.Header, injected bool, body r
 		r = new(http.Request)
 		*r = *req
 	}
+	if attemptHeader != "" {
+		header = header.Clone()
+		if header == nil {
+			header = make(http.Header, 1)
+		}
+		header.Set(attemptHeader, strconv.Itoa(n))
+	}
 	r.Header = header
 	r.Body = rc
 	r.GetBody = getBody
 	return r, nil
 }
+
+// serverWait is how long the server asked the client to wait: its
+// Retry-After, or else what the first RetryHint reads.
+func (t *Transport) serverWait(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+		return d, true
+	}
+	hints := t.RetryHints
+	if hints == nil {
+		hints = defaultRetryHints
+	}
+	for _, h := range hints {
+		if d, ok := h(resp, now); ok {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+var defaultRetryHints = DefaultRetryHints()
 
 // send makes one attempt. With a timeout, the attempt's context is
 // cancelled if headers have not arrived in time, and released when the

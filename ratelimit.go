@@ -1,0 +1,216 @@
+package retryhttp
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RetryHint reads, from a retryable response without a usable Retry-After,
+// how long the server wants the client to wait: the rate-limit dialects
+// real APIs speak instead of Retry-After. ok is false when the response
+// says nothing the hint understands. The wait replaces the backoff and,
+// like Retry-After, is capped by Policy.MaxRetryAfter: a longer one is the
+// server's answer, returned at once.
+type RetryHint func(resp *http.Response, now time.Time) (wait time.Duration, ok bool)
+
+// DefaultRetryHints returns the hints a Transport reads when RetryHints is
+// nil, first match wins, as a new slice to extend or reorder:
+//
+//   - RetryAfterMs: Retry-After-Ms (milliseconds; OpenAI, Anthropic).
+//   - RateLimitFields: the IETF RateLimit field (draft-ietf-httpapi-
+//     ratelimit-headers: `"default";r=0;t=30`, as Cloudflare sends) and the
+//     older drafts' RateLimit-Reset.
+//   - OpenAIResets: x-ratelimit-reset-requests and -tokens ("6m0s", "1s",
+//     "20ms").
+//   - RateLimitReset("X-RateLimit-Reset", UnitAuto): seconds or a Unix
+//     time (GitHub), told apart by size.
+func DefaultRetryHints() []RetryHint {
+	return []RetryHint{RetryAfterMs, RateLimitFields, OpenAIResets, RateLimitReset("X-RateLimit-Reset", UnitAuto)}
+}
+
+// RetryAfterMs reads Retry-After-Ms: a wait in milliseconds, fractional
+// allowed.
+func RetryAfterMs(resp *http.Response, _ time.Time) (time.Duration, bool) {
+	v := trimOWS(resp.Header.Get("Retry-After-Ms"))
+	if v == "" {
+		return 0, false
+	}
+	ms, err := strconv.ParseFloat(v, 64)
+	if err != nil || ms < 0 || ms != ms {
+		return 0, false
+	}
+	return seconds(ms / 1000), true
+}
+
+// ResetUnit says how a reset header's number is to be read.
+type ResetUnit int
+
+const (
+	// UnitAuto reads a number of at least 1,000,000,000 as a Unix time and
+	// a smaller one as seconds to wait: a delay of 31 years is no delay an
+	// API means, and a Unix time below 2001 is in the past, so the rule
+	// cannot mistake one for the other in a way that makes the client wait
+	// decades.
+	UnitAuto ResetUnit = iota
+	// UnitSeconds: seconds to wait (fractions allowed).
+	UnitSeconds
+	// UnitUnix: a Unix time in seconds, when the limit resets.
+	UnitUnix
+)
+
+// RateLimitReset returns a hint that reads header as a reset time in unit,
+// for APIs whose dialect you know (GitHub's X-RateLimit-Reset is UnitUnix).
+// It applies to a 429, or to any retryable response whose
+// X-RateLimit-Remaining is 0: a reset says when the quota is back, which
+// says nothing about a 503 with quota left.
+func RateLimitReset(header string, unit ResetUnit) RetryHint {
+	header = http.CanonicalHeaderKey(header)
+	return func(resp *http.Response, now time.Time) (time.Duration, bool) {
+		v := trimOWS(resp.Header.Get(header))
+		if v == "" || !exhausted(resp, "X-Ratelimit-Remaining") {
+			return 0, false
+		}
+		return parseReset(v, unit, now)
+	}
+}
+
+// parseReset reads a reset value in unit.
+func parseReset(v string, unit ResetUnit, now time.Time) (time.Duration, bool) {
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n < 0 || n != n {
+		return 0, false
+	}
+	if unit == UnitUnix || unit == UnitAuto && n >= 1e9 {
+		at := time.Unix(0, 0).Add(seconds(n))
+		if !at.After(now) {
+			return 0, true // the reset has passed: go now
+		}
+		return at.Sub(now), true
+	}
+	return seconds(n), true
+}
+
+// exhausted reports whether a response is a rate-limit refusal: a 429, or
+// a remaining count of 0 in header.
+func exhausted(resp *http.Response, header string) bool {
+	return resp.StatusCode == http.StatusTooManyRequests || trimOWS(resp.Header.Get(header)) == "0"
+}
+
+// RateLimitFields reads the IETF RateLimit header fields. The current
+// drafts send `RateLimit: "policy";r=<remaining>;t=<seconds to reset>`, a
+// list with one item per quota policy: the wait is the longest t among the
+// items whose r is 0 (on a 429 with none at 0, the shortest t). The older
+// drafts sent RateLimit-Reset: <seconds>, read when RateLimit-Remaining is 0
+// or the status is 429.
+func RateLimitFields(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if v := resp.Header.Get("Ratelimit"); v != "" {
+		if d, ok := parseRateLimitField(v, resp.StatusCode == http.StatusTooManyRequests); ok {
+			return d, true
+		}
+	}
+	if v := trimOWS(resp.Header.Get("Ratelimit-Reset")); v != "" && exhausted(resp, "Ratelimit-Remaining") {
+		return parseReset(v, UnitSeconds, now)
+	}
+	return 0, false
+}
+
+// parseRateLimitField reads a RateLimit field value, a Structured Fields
+// list of items with r and t parameters.
+func parseRateLimitField(v string, is429 bool) (time.Duration, bool) {
+	var longestExhausted, shortest time.Duration = -1, -1
+	for item := range strings.SplitSeq(v, ",") {
+		r, t := -1.0, -1.0
+		_, params, _ := strings.Cut(item, ";")
+		for p := range strings.SplitSeq(params, ";") {
+			k, val, ok := strings.Cut(trimOWS(p), "=")
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseFloat(trimOWS(val), 64)
+			if err != nil || n < 0 || n != n {
+				continue
+			}
+			switch k {
+			case "r":
+				r = n
+			case "t":
+				t = n
+			}
+		}
+		if t < 0 {
+			continue
+		}
+		d := seconds(t)
+		if r == 0 {
+			longestExhausted = max(longestExhausted, d)
+		}
+		if shortest < 0 || d < shortest {
+			shortest = d
+		}
+	}
+	switch {
+	case longestExhausted >= 0:
+		return longestExhausted, true
+	case is429 && shortest >= 0:
+		return shortest, true
+	}
+	return 0, false
+}
+
+// OpenAIResets reads OpenAI's x-ratelimit-reset-requests and
+// x-ratelimit-reset-tokens (durations: "6m0s", "1s", "20ms"). The wait is
+// the longest reset among the quotas whose x-ratelimit-remaining-* is 0;
+// when neither says 0, the shortest reset, on a 429 only.
+func OpenAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
+	var longestExhausted, shortest time.Duration = -1, -1
+	for _, q := range [...]string{"Requests", "Tokens"} {
+		v := trimOWS(resp.Header.Get("X-Ratelimit-Reset-" + q))
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			continue
+		}
+		if trimOWS(resp.Header.Get("X-Ratelimit-Remaining-"+q)) == "0" {
+			longestExhausted = max(longestExhausted, d)
+		}
+		if shortest < 0 || d < shortest {
+			shortest = d
+		}
+	}
+	switch {
+	case longestExhausted >= 0:
+		return longestExhausted, true
+	case resp.StatusCode == http.StatusTooManyRequests && shortest >= 0:
+		return shortest, true
+	}
+	return 0, false
+}
+
+// seconds converts a count of seconds to a Duration, saturating, so a huge
+// value still reads as "longer than we will wait".
+func seconds(s float64) time.Duration {
+	const maxSeconds = float64(1<<63-1) / float64(time.Second)
+	if s >= maxSeconds {
+		return 1<<63 - 1
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// serverSignal reads the retry advice some APIs send with an error: Stripe's
+// Stripe-Should-Retry and the Stainless SDKs' X-Should-Retry ("true" or
+// "false"). Defer when there is none.
+func serverSignal(resp *http.Response) Decision {
+	for _, h := range [...]string{"X-Should-Retry", "Stripe-Should-Retry"} {
+		switch strings.ToLower(trimOWS(resp.Header.Get(h))) {
+		case "true":
+			return Retry
+		case "false":
+			return Stop
+		}
+	}
+	return Defer
+}
