@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -178,3 +179,23 @@ const (
 	h2Cancel          = 0x8
 	h2EnhanceYourCalm = 0xb
 )
+
+// FromCheckRetry adapts a go-retryablehttp CheckRetry function (its
+// DefaultRetryPolicy, or one of your own) to Transport.ShouldRetry, for a
+// move from go-retryablehttp that keeps its retry policy: true is Retry,
+// false or an error is Stop. Our safety rules still hold over it: a request
+// that may have reached the server and is not safe to send again (a POST
+// without an Idempotency-Key) is not re-sent, whatever the function says,
+// and the Policy, the budget and the breaker bound the retries. The
+// function must not read resp.Body.
+//
+// go-retryablehttp is not imported: the signature is all it takes.
+func FromCheckRetry(check func(ctx context.Context, resp *http.Response, err error) (bool, error)) func(*http.Request, *http.Response, error) Decision {
+	return func(req *http.Request, resp *http.Response, err error) Decision {
+		retry, cerr := check(req.Context(), resp, err)
+		if cerr != nil || !retry {
+			return Stop
+		}
+		return Retry
+	}
+}

@@ -1,0 +1,284 @@
+// Package retryhttpotel makes a retryhttp.Transport visible to
+// OpenTelemetry: a span for each logical request with an event per retry
+// decision, one client span per attempt (otelhttp's, placed under the
+// Transport) carrying http.request.resend_count as the HTTP semantic
+// conventions define it, and metrics equivalent to retryhttp's Prometheus
+// ones.
+//
+//	t := &retryhttp.Transport{InjectIdempotencyKey: true}
+//	rt, err := retryhttpotel.Instrument(t)
+//	client := &http.Client{Transport: rt}
+//
+// The order matters, and Instrument sets it: the Transport's Base becomes
+// otelhttp over your Base, so each attempt is its own client span, child of
+// the logical request's span; a single otelhttp span around the Transport
+// would hide the retries inside one span.
+package retryhttpotel
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// ScopeName is the instrumentation scope of the spans and metrics.
+const ScopeName = "github.com/retryhttp/retryhttp/retryhttpotel"
+
+// Attribute keys. http.request.resend_count is the semantic conventions'
+// own; the rest name what the conventions do not have.
+const (
+	KeyResendCount = attribute.Key("http.request.resend_count")
+	KeyAttempt     = attribute.Key("retryhttp.attempt")
+	KeyTrigger     = attribute.Key("retryhttp.trigger")
+	KeyWait        = attribute.Key("retryhttp.wait_seconds")
+	KeyGiveUp      = attribute.Key("retryhttp.give_up")
+	KeyOutcome     = attribute.Key("retryhttp.outcome")
+	KeyAttempts    = attribute.Key("retryhttp.attempts")
+	keyMethod      = attribute.Key("http.request.method")
+)
+
+// Option configures Instrument.
+type Option interface{ apply(*config) }
+
+type config struct {
+	tp       trace.TracerProvider
+	mp       metric.MeterProvider
+	otelhttp []otelhttp.Option
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithTracerProvider sets the TracerProvider; the default is the global one.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tp = tp })
+}
+
+// WithMeterProvider sets the MeterProvider; the default is the global one.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.mp = mp })
+}
+
+// WithOtelHTTPOptions passes options to the otelhttp transport of the
+// attempts (span names, filters, propagators).
+func WithOtelHTTPOptions(opts ...otelhttp.Option) Option {
+	return optionFunc(func(c *config) { c.otelhttp = append(c.otelhttp, opts...) })
+}
+
+// Instrument wires t for OpenTelemetry and returns the RoundTripper to use
+// as the client's Transport. It sets t.Base to otelhttp over t.Base (nil
+// meaning http.DefaultTransport) and chains t.OnRetry; call it once, before
+// t is used. net/http's own resends inside one attempt (see
+// retryhttp.Transport) are then not counted by t, whose Base is no longer
+// an *http.Transport; the attempt spans still show each attempt t made.
+func Instrument(t *retryhttp.Transport, opts ...Option) (http.RoundTripper, error) {
+	if t == nil {
+		return nil, errors.New("retryhttpotel: Instrument: nil Transport")
+	}
+	c := config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	m, err := newMetrics(c.mp.Meter(ScopeName))
+	if err != nil {
+		return nil, err
+	}
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	httpOpts := append([]otelhttp.Option{otelhttp.WithTracerProvider(c.tp), otelhttp.WithMeterProvider(c.mp)}, c.otelhttp...)
+	t.Base = otelhttp.NewTransport(&attempts{base: base, m: m}, httpOpts...)
+	next := t.OnRetry
+	t.OnRetry = func(e retryhttp.RetryEvent) {
+		retryEvent(e, m)
+		if next != nil {
+			next(e)
+		}
+	}
+	return &requests{t: t, tracer: c.tp.Tracer(ScopeName), m: m}, nil
+}
+
+// state is what the layers of one logical request share through its
+// context.
+type state struct {
+	attempts atomic.Int64
+	giveUp   atomic.Int32 // a retryhttp.Reason
+}
+
+type stateKey struct{}
+
+func stateFrom(ctx context.Context) *state {
+	s, _ := ctx.Value(stateKey{}).(*state)
+	return s
+}
+
+// requests is the outermost layer: a span per logical request, and its
+// outcome counted.
+type requests struct {
+	t      *retryhttp.Transport
+	tracer trace.Tracer
+	m      *metrics
+}
+
+func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	st := &state{}
+	ctx, span := r.tracer.Start(context.WithValue(req.Context(), stateKey{}, st), "retryhttp "+method,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(keyMethod.String(method)))
+	defer span.End()
+	resp, err := r.t.RoundTrip(req.WithContext(ctx))
+	outcome := outcomeOf(resp, err, retryhttp.Reason(st.giveUp.Load()))
+	n := st.attempts.Load()
+	span.SetAttributes(KeyOutcome.String(outcome), KeyAttempts.Int64(n))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	r.m.request(ctx, method, outcome, n)
+	if resp != nil {
+		resp.Request = req // the caller's, not our copy
+	}
+	return resp, err
+}
+
+// outcomeOf names a request's end as retryhttp_requests_total does.
+func outcomeOf(resp *http.Response, err error, giveUp retryhttp.Reason) string {
+	var re *retryhttp.RetryError
+	switch {
+	case errors.As(err, &re) && re.Reason != retryhttp.ReasonNotRetryable:
+		return re.Reason.String()
+	case err != nil:
+		return "error"
+	case giveUp.GaveUp():
+		return giveUp.String()
+	case resp.StatusCode < 400:
+		return "success"
+	}
+	return "status"
+}
+
+// attempts is the layer under otelhttp: it sees each attempt inside its
+// client span.
+type attempts struct {
+	base http.RoundTripper
+	m    *metrics
+}
+
+func (a *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	n := retryhttp.AttemptFromContext(ctx)
+	if n > 1 {
+		// The conventions: the ordinal of the resend, set only on resends.
+		trace.SpanFromContext(ctx).SetAttributes(KeyResendCount.Int(n - 1))
+	}
+	if st := stateFrom(ctx); st != nil {
+		st.attempts.Add(1)
+	}
+	a.m.attempt(ctx, n)
+	return a.base.RoundTrip(req)
+}
+
+// CloseIdleConnections reaches the base, so http.Client.CloseIdleConnections
+// works through the stack.
+func (a *attempts) CloseIdleConnections() {
+	if c, ok := a.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// retryEvent records a retry decision: an event on the logical request's
+// span, and the counters.
+func retryEvent(e retryhttp.RetryEvent, m *metrics) {
+	ctx := e.Request.Context()
+	attrs := []attribute.KeyValue{KeyAttempt.Int(e.Attempt)}
+	if e.Trigger != "" {
+		attrs = append(attrs, KeyTrigger.String(string(e.Trigger)))
+	}
+	name := "retryhttp.retry"
+	if e.GiveUp != retryhttp.ReasonNone {
+		name = "retryhttp.give_up"
+		attrs = append(attrs, KeyGiveUp.String(e.GiveUp.String()))
+		if st := stateFrom(ctx); st != nil {
+			st.giveUp.Store(int32(e.GiveUp))
+		}
+		m.giveUp(ctx, e.GiveUp.String())
+	} else {
+		attrs = append(attrs, KeyWait.Float64(e.Wait.Seconds()))
+		m.retry(ctx, string(e.Trigger), e.Wait.Seconds())
+	}
+	trace.SpanFromContext(ctx).AddEvent(name, trace.WithAttributes(attrs...))
+}
+
+// metrics are the OpenTelemetry instruments, named after the Prometheus
+// series of retryhttp.NewMetrics.
+type metrics struct {
+	requests, attempts, retries, giveUps metric.Int64Counter
+	perRequest, backoff                  metric.Float64Histogram
+}
+
+func newMetrics(meter metric.Meter) (*metrics, error) {
+	m := &metrics{}
+	var err error
+	counter := func(name, desc string) metric.Int64Counter {
+		if err != nil {
+			return nil
+		}
+		var c metric.Int64Counter
+		c, err = meter.Int64Counter(name, metric.WithDescription(desc))
+		return c
+	}
+	m.requests = counter("retryhttp.requests", "Logical requests (RoundTrip calls) by method and final outcome.")
+	m.attempts = counter("retryhttp.attempts", "Attempts sent, by attempt number (1 is the first send).")
+	m.retries = counter("retryhttp.retries", "Retries scheduled, by trigger: the status code, network or timeout.")
+	m.giveUps = counter("retryhttp.give_ups", "Retryable failures that were not retried, by reason.")
+	if err != nil {
+		return nil, err
+	}
+	if m.perRequest, err = meter.Float64Histogram("retryhttp.attempts_per_request", metric.WithDescription("Attempts sent per logical request."),
+		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)); err != nil {
+		return nil, err
+	}
+	if m.backoff, err = meter.Float64Histogram("retryhttp.backoff", metric.WithUnit("s"), metric.WithDescription("Waits before retries, Retry-After included.")); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *metrics) request(ctx context.Context, method, outcome string, attempts int64) {
+	m.requests.Add(ctx, 1, metric.WithAttributes(keyMethod.String(method), KeyOutcome.String(outcome)))
+	if attempts > 0 {
+		m.perRequest.Record(ctx, float64(attempts))
+	}
+}
+
+func (m *metrics) attempt(ctx context.Context, n int) {
+	label := strconv.Itoa(n)
+	if n >= 10 {
+		label = "10+"
+	}
+	m.attempts.Add(ctx, 1, metric.WithAttributes(KeyAttempt.String(label)))
+}
+
+func (m *metrics) retry(ctx context.Context, trigger string, wait float64) {
+	m.retries.Add(ctx, 1, metric.WithAttributes(KeyTrigger.String(trigger)))
+	m.backoff.Record(ctx, wait)
+}
+
+func (m *metrics) giveUp(ctx context.Context, reason string) {
+	m.giveUps.Add(ctx, 1, metric.WithAttributes(KeyGiveUp.String(reason)))
+}

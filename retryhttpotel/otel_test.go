@@ -1,0 +1,159 @@
+package retryhttpotel_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttpotel"
+	rt "github.com/retryhttp/retryhttp/retryhttptest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func attr(kvs []attribute.KeyValue, k attribute.Key) (attribute.Value, bool) {
+	for _, kv := range kvs {
+		if kv.Key == k {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+// One client span per attempt, each with http.request.resend_count on the
+// resends, children of the logical request's span, which carries an event
+// per retry decision; and the metrics.
+func TestSpansAndMetrics(t *testing.T) {
+	srv := rt.Start(t, rt.Script{"/": {rt.Status(503), rt.RetryAfter(429, "0"), rt.Status(200)}}, rt.Options{})
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	tr := &retryhttp.Transport{Base: srv.Transport(), Policy: retryhttp.Policy{BaseDelay: time.Millisecond, Jitter: retryhttp.NoJitter}}
+	defer tr.CloseIdleConnections()
+	rtp, err := retryhttpotel.Instrument(tr, retryhttpotel.WithTracerProvider(tp), retryhttpotel.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	resp, err := (&http.Client{Transport: rtp}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Request != req {
+		t.Fatalf("status %d, request %p (want the caller's %p)", resp.StatusCode, resp.Request, req)
+	}
+
+	var parent sdktrace.ReadOnlySpan
+	var attemptSpans []sdktrace.ReadOnlySpan
+	for _, s := range sr.Ended() {
+		switch s.SpanKind() {
+		case trace.SpanKindInternal:
+			parent = s
+		case trace.SpanKindClient:
+			attemptSpans = append(attemptSpans, s)
+		}
+	}
+	if parent == nil || len(attemptSpans) != 3 {
+		t.Fatalf("%d attempt spans and parent %v, want 3 and one", len(attemptSpans), parent)
+	}
+	for i, s := range attemptSpans {
+		if s.Parent().SpanID() != parent.SpanContext().SpanID() {
+			t.Errorf("attempt span %d is not a child of the request's span", i+1)
+		}
+		v, ok := attr(s.Attributes(), retryhttpotel.KeyResendCount)
+		switch {
+		case i == 0 && ok:
+			t.Errorf("the first attempt has resend_count %v; the conventions set it only on resends", v)
+		case i > 0 && (!ok || v.AsInt64() != int64(i)):
+			t.Errorf("attempt %d: resend_count %v, want %d", i+1, v, i)
+		}
+	}
+	events := parent.Events()
+	if len(events) != 2 || events[0].Name != "retryhttp.retry" {
+		t.Fatalf("events %v, want two retry events", events)
+	}
+	if v, _ := attr(events[0].Attributes, retryhttpotel.KeyTrigger); v.AsString() != "503" {
+		t.Errorf("first event trigger %v", v)
+	}
+	if v, _ := attr(events[1].Attributes, retryhttpotel.KeyTrigger); v.AsString() != "429" {
+		t.Errorf("second event trigger %v", v)
+	}
+	if v, ok := attr(events[0].Attributes, retryhttpotel.KeyWait); !ok || v.AsFloat64() <= 0 {
+		t.Errorf("first event wait %v", v)
+	}
+	if v, _ := attr(parent.Attributes(), retryhttpotel.KeyOutcome); v.AsString() != "success" {
+		t.Errorf("outcome %v", v)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != retryhttpotel.ScopeName {
+			continue
+		}
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range s.DataPoints {
+					sums[m.Name] += dp.Value
+				}
+			}
+		}
+	}
+	want := map[string]int64{"retryhttp.requests": 1, "retryhttp.attempts": 3, "retryhttp.retries": 2}
+	for k, v := range want {
+		if sums[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, sums[k], v, sums)
+		}
+	}
+	tp.Shutdown(context.Background())
+	mp.Shutdown(context.Background())
+}
+
+// A give-up is an event and an outcome.
+func TestGiveUp(t *testing.T) {
+	srv := rt.Start(t, rt.Script{"/": {rt.Status(503)}}, rt.Options{})
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	tr := &retryhttp.Transport{Base: srv.Transport(), Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}}
+	defer tr.CloseIdleConnections()
+	rtp, err := retryhttpotel.Instrument(tr, retryhttpotel.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: rtp}).Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	for _, s := range sr.Ended() {
+		if s.SpanKind() != trace.SpanKindInternal {
+			continue
+		}
+		if v, _ := attr(s.Attributes(), retryhttpotel.KeyOutcome); v.AsString() != "attempts" {
+			t.Errorf("outcome %v, want attempts", v)
+		}
+		ev := s.Events()
+		if len(ev) != 2 || ev[1].Name != "retryhttp.give_up" {
+			t.Errorf("events %v", ev)
+		}
+	}
+	tp.Shutdown(context.Background())
+}
