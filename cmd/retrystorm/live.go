@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,19 +23,9 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 		return result{}, fmt.Errorf("listen on loopback: %w", err)
 	}
 	capSrv := newCapacityServer(sc)
-	casSrv := &casServer{}
 	start := time.Now()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		if sc.contention {
-			readAt := time.Since(start)
-			time.Sleep(sc.delay)
-			if !casSrv.write(readAt, time.Since(start)) {
-				w.WriteHeader(http.StatusConflict)
-				return
-			}
-			return
-		}
 		if !capSrv.admit(time.Since(start)) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
@@ -49,14 +38,12 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 	defer base.CloseIdleConnections()
 	budget := retryhttp.NoBudget
 	if st.budget {
-		budget = &retryhttp.Budget{} // the default: 10% plus 10/s
+		var err error
+		if budget, err = retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: sc.budget.ratio, MinPerSecond: sc.budget.floor, Window: sc.budget.window}); err != nil {
+			return result{}, err
+		}
 	}
-	url := "http://" + ln.Addr().String() + "/row"
-	method := http.MethodGet
-	var statuses []int
-	if sc.contention {
-		method, statuses = http.MethodPut, []int{http.StatusConflict}
-	}
+	url := "http://" + ln.Addr().String() + "/"
 
 	res := result{strategy: st.name, giveUps: map[string]int{}, recovery: sc.recovery()}
 	var mu sync.Mutex
@@ -65,12 +52,12 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 		defer wg.Done()
 		var giveUp retryhttp.Reason
 		tr := &retryhttp.Transport{
-			Base: base, Policy: st.policy, Budget: budget, RetryStatuses: statuses,
+			Base: base, Policy: st.policy, Budget: budget,
 			OnRetry: func(e retryhttp.RetryEvent) { giveUp = e.GiveUp },
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sc.deadline)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader("x"))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := (&http.Client{Transport: tr}).Do(req)
 		ok := err == nil && resp.StatusCode == http.StatusOK
 		if err == nil {
@@ -125,11 +112,7 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 	}
 	wg.Wait()
 	close(done)
-	if sc.contention {
-		res.load = casSrv.loads()
-	} else {
-		res.load = capSrv.loads()
-	}
+	res.load = capSrv.loads()
 	res.calls = sum(res.load)
 	return res, nil
 }

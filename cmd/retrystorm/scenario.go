@@ -12,29 +12,44 @@ import (
 const binWidth = 100 * time.Millisecond
 
 // scenario describes one experiment; the same values drive the live run
-// and the simulation.
+// and the simulation. Every field can be set from a flag.
 type scenario struct {
 	name string
 
-	clients  int           // outage, contention: clients that start together
-	rate     float64       // overload: logical requests per second, open loop
-	duration time.Duration // overload: how long requests keep arriving
+	clients  int           // closed loop: clients that start together, one request each
+	rate     float64       // open loop: logical requests per second (Poisson arrivals)
+	uniform  bool          // open loop: evenly spaced arrivals instead (a fluid model)
+	duration time.Duration // open loop: how long requests keep arriving
+	runFor   time.Duration // how long the run is watched; 0: until every request has ended
 
-	outageAt time.Duration // when the server goes down
+	outageAt time.Duration // when the trigger starts
 	outage   time.Duration // for how long
+	slow     float64       // during the trigger the server works at this share of its capacity (0: down)
 
-	capacity   int           // requests per second the server can serve
-	rejectCost float64       // share of a served request's cost that a rejected one costs
-	delay      time.Duration // one-way network delay (contention: also the read-to-write gap)
-	deadline   time.Duration // each logical request's deadline, from its start
+	capacity   int     // requests per second the server can serve
+	rejectCost float64 // reject model: share of a served request's cost that a rejection costs
+	queue      bool    // the server queues work (FIFO at its capacity) instead of rejecting past it
 
-	attempts   int           // Policy.MaxAttempts
+	delay, spread  time.Duration // one-way network delay: |Normal(delay, spread)|
+	attemptTimeout time.Duration // the client gives up on an attempt after this (0: never)
+	deadline       time.Duration // each logical request's deadline, from its start
+
+	attempts   int           // Policy.MaxAttempts (0: unlimited)
 	base, cap  time.Duration // Policy.BaseDelay, Policy.MaxDelay
 	fixed      time.Duration // the fixed-delay strategy's wait
-	contention bool          // optimistic-concurrency writes instead of a capacity limit
+	budget     budgetConfig  // the budget strategies'
+	budgetEach bool          // one budget per client instead of one shared
 }
 
-// recovery is when the server is back up.
+// budgetConfig are a retry budget's numbers.
+type budgetConfig struct {
+	ratio, floor float64
+	window       time.Duration
+}
+
+var defaultBudget = budgetConfig{retryhttp.DefaultBudgetRatio, retryhttp.DefaultBudgetMinPerSecond, retryhttp.DefaultBudgetWindow}
+
+// recovery is when the trigger ends.
 func (s scenario) recovery() time.Duration { return s.outageAt + s.outage }
 
 // outageScenario: a service comes back after an outage and every client
@@ -44,30 +59,33 @@ func outageScenario(clients int, outage time.Duration, capacity int) scenario {
 		name: "outage", clients: clients, outage: outage, capacity: capacity, rejectCost: 0.1,
 		delay: time.Millisecond, deadline: outage + 2*time.Second,
 		attempts: 10, base: 100 * time.Millisecond, cap: time.Second, fixed: 250 * time.Millisecond,
+		budget: defaultBudget,
+	}
+}
+
+// overloadScenario: open-loop load at 90% of capacity, an outage, and the
+// question of Bronson et al. (HotOS 2021): does the system recover, or do
+// the retries it caused keep it down? Rejections cost 30% of a served
+// request, so a retry storm eats into capacity. The run lasts long enough
+// after the outage to see it settle.
+func overloadScenario(capacity int, outage time.Duration) scenario {
+	return scenario{
+		name: "overload", rate: 0.9 * float64(capacity), outageAt: 3 * time.Second, outage: outage,
+		duration: 3*time.Second + outage + 6*time.Second, capacity: capacity, rejectCost: 0.3,
+		delay: time.Millisecond, deadline: 5 * time.Second,
+		attempts: 6, base: 50 * time.Millisecond, cap: time.Second, fixed: 250 * time.Millisecond,
+		budget: defaultBudget,
 	}
 }
 
 // contentionScenario: the optimistic-concurrency race of the AWS
-// "Exponential Backoff and Jitter" study: clients read a versioned row and
-// write it back conditionally; a write fails if another landed in between.
+// "Exponential Backoff and Jitter" study, run in its simulator's model (see
+// occ.go).
 func contentionScenario(clients int) scenario {
 	return scenario{
-		name: "contention", clients: clients, contention: true,
-		delay: 10 * time.Millisecond, deadline: 10 * time.Minute,
-		attempts: 100_000, base: 5 * time.Millisecond, cap: 2 * time.Second, fixed: 5 * time.Millisecond,
-	}
-}
-
-// overloadScenario: open-loop load at 90% of capacity, a short outage, and
-// the question of Bronson et al. (HotOS 2021): does the system recover, or
-// do the retries it caused keep it down? Rejections cost 30% of a served
-// request, so a retry storm eats into capacity.
-func overloadScenario(capacity int, outage time.Duration) scenario {
-	return scenario{
-		name: "overload", rate: 0.9 * float64(capacity), duration: 12 * time.Second,
-		outageAt: 3 * time.Second, outage: outage, capacity: capacity, rejectCost: 0.3,
-		delay: time.Millisecond, deadline: 5 * time.Second,
-		attempts: 6, base: 50 * time.Millisecond, cap: time.Second, fixed: 250 * time.Millisecond,
+		name: "contention", clients: clients,
+		delay: 10 * time.Millisecond, spread: 2 * time.Millisecond, deadline: time.Hour,
+		base: 5 * time.Millisecond, cap: 2 * time.Second, fixed: 5 * time.Millisecond, budget: defaultBudget,
 	}
 }
 
@@ -75,13 +93,17 @@ func overloadScenario(capacity int, outage time.Duration) scenario {
 type strategy struct {
 	name   string
 	policy retryhttp.Policy
-	budget bool // all clients share one retry budget (10%, 10/s)
+	budget bool // retries draw from the scenario's budget
 }
 
 // strategies are the contenders, from worst to best practice.
 func (s scenario) strategies() []strategy {
+	attempts := s.attempts
+	if attempts == 0 {
+		attempts = 1 << 30
+	}
 	p := func(base, cap time.Duration, j retryhttp.Jitter) retryhttp.Policy {
-		return retryhttp.Policy{MaxAttempts: s.attempts, BaseDelay: base, MaxDelay: cap, Jitter: j, MaxElapsed: s.deadline + time.Hour}
+		return retryhttp.Policy{MaxAttempts: attempts, BaseDelay: base, MaxDelay: cap, Jitter: j, MaxElapsed: s.deadline + time.Hour}
 	}
 	return []strategy{
 		{"no backoff", p(time.Nanosecond, time.Nanosecond, retryhttp.NoJitter), false},
@@ -95,16 +117,21 @@ func (s scenario) strategies() []strategy {
 }
 
 func (s scenario) String() string {
-	switch s.name {
-	case "overload":
-		return fmt.Sprintf("overload: %.0f req/s open loop for %v against capacity %d/s, outage %v at %v",
-			s.rate, s.duration, s.capacity, s.outage, s.outageAt)
-	case "contention":
-		return fmt.Sprintf("contention: %d clients race to write one versioned row, %v network delay, base %v, cap %v",
-			s.clients, s.delay, s.base, s.cap)
+	server := "rejects past capacity"
+	if s.queue {
+		server = "queues at capacity"
 	}
-	return fmt.Sprintf("outage: %d clients, server down for %v, then capacity %d/s; %d attempts, deadline %v",
-		s.clients, s.outage, s.capacity, s.attempts, s.deadline)
+	switch s.name {
+	case "contention":
+		return fmt.Sprintf("contention: %d clients race to write one versioned row, |N(%v, %v)| per hop, base %v, cap %v",
+			s.clients, s.delay, s.spread, s.base, s.cap)
+	}
+	if s.rate > 0 {
+		return fmt.Sprintf("%s: %.0f req/s open loop for %v against capacity %d/s (%s), trigger %v at %v (capacity x%.2f); %d attempts, deadline %v",
+			s.name, s.rate, s.duration, s.capacity, server, s.outage, s.outageAt, s.slow, s.attempts, s.deadline)
+	}
+	return fmt.Sprintf("%s: %d clients, server down for %v, then capacity %d/s (%s); %d attempts, deadline %v",
+		s.name, s.clients, s.outage, s.capacity, server, s.attempts, s.deadline)
 }
 
 // result is what one strategy did in one scenario.
@@ -115,8 +142,9 @@ type result struct {
 	succeeded int            // logical requests that succeeded
 	giveUps   map[string]int // by reason
 	load      []int          // attempts arriving per bin
+	wasted    []int          // queue model: work completed per bin for callers that had given up
 	finished  time.Duration  // when the last logical request ended
-	recovery  time.Duration  // when the server came back
+	recovery  time.Duration  // when the trigger ended
 }
 
 func (r result) amplification() float64 {
@@ -140,4 +168,17 @@ func (r result) peakAfterRecovery() int {
 		peak = max(peak, r.load[i])
 	}
 	return peak
+}
+
+// loadBetween is the mean arrivals per second between from and to.
+func (r result) loadBetween(from, to time.Duration) float64 {
+	a, b := int(from/binWidth), min(int(to/binWidth), len(r.load))
+	if b <= a {
+		return 0
+	}
+	n := 0
+	for _, v := range r.load[a:b] {
+		n += v
+	}
+	return float64(n) / (float64(b-a) * binWidth.Seconds())
 }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"container/heap"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -11,145 +11,272 @@ import (
 )
 
 // simulate runs a strategy through a scenario in virtual time. The waits
-// come from retryhttp's own backoff and the give-up order and
-// budget from the same rules Transport.RoundTrip applies (attempts, then
-// elapsed, then deadline, then budget), on a retryhttp.Budget fed virtual
-// time, so what it shows is what the library does. Deterministic for a
-// seed.
+// come from retryhttp's own backoff, the budget is retryhttp's own, fed
+// virtual time, and the give-up order is the one Transport.RoundTrip applies
+// (attempts, then elapsed, then deadline, then budget), so what it shows is
+// what the library does. Deterministic for a seed.
 func simulate(sc scenario, st strategy, seed uint64) result {
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var bud *budget.Budget // nil: no budget
-	if st.budget {
-		bud = budget.New(retryhttp.DefaultBudgetRatio, retryhttp.DefaultBudgetMinPerSecond, retryhttp.DefaultBudgetWindow)
+	if sc.name == "contention" {
+		return simulateOCC(sc, st, seed)
 	}
-	res := result{strategy: st.name, giveUps: map[string]int{}, recovery: sc.recovery()}
+	s := newSim(sc, st, seed)
+	return s.run()
+}
 
-	var q eventQueue
-	// Logical requests: all together, or an open-loop stream.
-	if sc.rate > 0 {
-		n := int(sc.rate * sc.duration.Seconds())
-		for i := range n {
-			q.push(event{at: time.Duration(float64(i) / sc.rate * float64(time.Second)), client: i, kind: evStart})
-		}
-		res.logical = n
-	} else {
-		for i := range sc.clients {
-			// Clients that "all timed out" still start a few ms apart.
-			q.push(event{at: time.Duration(rng.Int64N(int64(10 * time.Millisecond))), client: i, kind: evStart})
-		}
-		res.logical = sc.clients
-	}
-	clients := make([]simClient, res.logical)
-	capSrv := newCapacityServer(sc)
-	casSrv := &casServer{}
+// epoch anchors virtual time for the budget, which works on time.Time.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-	for q.Len() > 0 {
-		e := q.pop()
-		c := &clients[e.client]
-		switch e.kind {
-		case evStart:
-			c.start = e.at
-			if bud != nil {
-				bud.Deposit(epoch.Add(e.at))
-			}
-			q.push(event{at: e.at, client: e.client, kind: evSend})
-		case evSend:
-			c.attempts++
-			res.calls++
-			arrive := e.at + sc.delay
-			if sc.contention {
-				q.push(event{at: arrive + sc.delay, client: e.client, kind: evCommit, readAt: arrive})
-				continue
-			}
-			ok := capSrv.admit(arrive)
-			q.push(event{at: arrive + sc.delay, client: e.client, kind: evReply, ok: ok})
-		case evCommit:
-			ok := casSrv.write(e.readAt, e.at)
-			q.push(event{at: e.at + sc.delay, client: e.client, kind: evReply, ok: ok})
-		case evReply:
-			if e.ok {
-				res.succeeded++
-				res.finished = max(res.finished, e.at)
-				continue
-			}
-			p := st.policy
-			c.backoff = backoff.Delay(backoff.Jitter(p.Jitter), p.BaseDelay, p.MaxDelay, c.attempts-1, c.backoff, rng.Float64())
-			wait := c.backoff
-			reason := retryhttp.ReasonNone
-			switch {
-			case c.attempts >= st.policy.MaxAttempts:
-				reason = retryhttp.ReasonAttempts
-			case e.at+wait-c.start > st.policy.MaxElapsed:
-				reason = retryhttp.ReasonElapsed
-			case e.at+wait > c.start+sc.deadline:
-				reason = retryhttp.ReasonDeadline
-			case bud != nil && !bud.Withdraw(epoch.Add(e.at)):
-				reason = retryhttp.ReasonBudget
-			}
-			if reason != retryhttp.ReasonNone {
-				res.giveUps[reason.String()]++
-				res.finished = max(res.finished, e.at)
-				continue
-			}
-			q.push(event{at: e.at + wait, client: e.client, kind: evSend})
-		}
-	}
-	if sc.contention {
-		res.load = casSrv.loads()
-	} else {
-		res.load = capSrv.loads()
-	}
-	return res
+type sim struct {
+	sc     scenario
+	st     strategy
+	rng    *rand.Rand
+	q      eventQueue
+	res    result
+	cl     []simClient
+	shared *budget.Budget
+	reject *capacityServer
+	fifo   *queueServer
 }
 
 type simClient struct {
 	start    time.Duration
-	attempts int
-	backoff  time.Duration
+	attempts int           // sent so far; the current attempt's number
+	prev     time.Duration // the previous backoff wait, for decorrelated jitter
+	waiting  bool          // the current attempt is out: no reply, no timeout yet
+	done     bool
+	budget   *budget.Budget // its own, when the scenario gives each client one
+}
+
+func newSim(sc scenario, st strategy, seed uint64) *sim {
+	s := &sim{sc: sc, st: st, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
+	s.res = result{strategy: st.name, giveUps: map[string]int{}, recovery: sc.recovery()}
+	if st.budget && !sc.budgetEach {
+		s.shared = budget.New(sc.budget.ratio, sc.budget.floor, sc.budget.window)
+	}
+	if sc.queue {
+		s.fifo = &queueServer{capacity: float64(sc.capacity), down: sc.outageAt, up: sc.recovery(), slow: sc.slow}
+	} else {
+		s.reject = newCapacityServer(sc)
+	}
+	// Logical requests: an open-loop Poisson stream, or clients that all
+	// start within 10 ms ("all timed out" still start a few ms apart).
+	if sc.rate > 0 {
+		for t := time.Duration(0); ; {
+			gap := s.rng.ExpFloat64()
+			if sc.uniform {
+				gap = 1
+			}
+			t += time.Duration(gap / sc.rate * float64(time.Second))
+			if t >= sc.duration {
+				break
+			}
+			s.q.push(event{at: t, client: len(s.cl), kind: evStart})
+			s.cl = append(s.cl, simClient{})
+		}
+	} else {
+		for i := range sc.clients {
+			s.q.push(event{at: time.Duration(s.rng.Int64N(int64(10 * time.Millisecond))), client: i, kind: evStart})
+		}
+		s.cl = make([]simClient, sc.clients)
+	}
+	s.res.logical = len(s.cl)
+	if st.budget && sc.budgetEach {
+		for i := range s.cl {
+			s.cl[i].budget = budget.New(sc.budget.ratio, sc.budget.floor, sc.budget.window)
+		}
+	}
+	return s
+}
+
+// netDelay is one hop: |Normal(delay, spread)|.
+func (s *sim) netDelay() time.Duration {
+	if s.sc.spread == 0 {
+		return s.sc.delay
+	}
+	return time.Duration(math.Abs(float64(s.sc.delay) + s.rng.NormFloat64()*float64(s.sc.spread)))
+}
+
+func (s *sim) budgetOf(c *simClient) *budget.Budget {
+	if c.budget != nil {
+		return c.budget
+	}
+	return s.shared
+}
+
+func (s *sim) run() result {
+	for s.q.Len() > 0 {
+		e := s.q.pop()
+		if s.sc.runFor > 0 && e.at > s.sc.runFor {
+			break
+		}
+		c := &s.cl[e.client]
+		switch e.kind {
+		case evStart:
+			c.start = e.at
+			if b := s.budgetOf(c); b != nil {
+				b.Deposit(epoch.Add(e.at))
+			}
+			s.send(c, e.client, e.at)
+		case evSendAfterWait:
+			s.send(c, e.client, e.at)
+		case evArrive:
+			s.arrive(e)
+		case evDone: // queue model: the server finished an attempt
+			if !c.waiting || e.attempt != c.attempts || c.done {
+				s.res.wasted = grow(s.res.wasted, int(e.at/binWidth))
+				s.res.wasted[int(e.at/binWidth)]++
+			}
+			s.q.push(event{at: e.at + s.netDelay(), client: e.client, kind: evReply, ok: true, attempt: e.attempt})
+		case evReply:
+			if !c.waiting || e.attempt != c.attempts || c.done {
+				continue // late: the client stopped waiting for it
+			}
+			c.waiting = false
+			if e.ok {
+				c.done = true
+				s.res.succeeded++
+				s.res.finished = max(s.res.finished, e.at)
+				continue
+			}
+			s.failed(c, e.client, e.at)
+		case evTimeout:
+			if !c.waiting || e.attempt != c.attempts || c.done {
+				continue
+			}
+			c.waiting = false
+			s.failed(c, e.client, e.at)
+		}
+	}
+	if s.fifo != nil {
+		s.res.load = s.fifo.load
+	} else {
+		s.res.load = s.reject.loads()
+	}
+	s.res.calls = sum(s.res.load)
+	return s.res
+}
+
+// send starts the client's next attempt.
+func (s *sim) send(c *simClient, id int, at time.Duration) {
+	c.attempts++
+	c.waiting = true
+	s.q.push(event{at: at + s.netDelay(), client: id, kind: evArrive, attempt: c.attempts})
+	if s.sc.attemptTimeout > 0 {
+		s.q.push(event{at: at + s.sc.attemptTimeout, client: id, kind: evTimeout, attempt: c.attempts})
+	}
+}
+
+// arrive is an attempt reaching the server.
+func (s *sim) arrive(e event) {
+	if s.fifo != nil {
+		s.q.push(event{at: s.fifo.enqueue(e.at), client: e.client, kind: evDone, attempt: e.attempt})
+		return
+	}
+	ok := s.reject.admit(e.at)
+	s.q.push(event{at: e.at + s.netDelay(), client: e.client, kind: evReply, ok: ok, attempt: e.attempt})
+}
+
+// failed decides whether a failed attempt is retried, as
+// Transport.RoundTrip does.
+func (s *sim) failed(c *simClient, id int, at time.Duration) {
+	p := s.st.policy
+	c.prev = backoff.Delay(backoff.Jitter(p.Jitter), p.BaseDelay, p.MaxDelay, c.attempts-1, c.prev, s.rng.Float64())
+	wait := c.prev
+	reason := retryhttp.ReasonNone
+	switch {
+	case c.attempts >= p.MaxAttempts:
+		reason = retryhttp.ReasonAttempts
+	case at+wait-c.start > p.MaxElapsed:
+		reason = retryhttp.ReasonElapsed
+	case at+wait > c.start+s.sc.deadline:
+		reason = retryhttp.ReasonDeadline
+	case s.budgetOf(c) != nil && !s.budgetOf(c).Withdraw(epoch.Add(at)):
+		reason = retryhttp.ReasonBudget
+	}
+	if reason != retryhttp.ReasonNone {
+		c.done = true
+		s.res.giveUps[reason.String()]++
+		s.res.finished = max(s.res.finished, at)
+		return
+	}
+	s.q.push(event{at: at + wait, client: id, kind: evSendAfterWait})
 }
 
 type eventKind int
 
 const (
-	evStart  eventKind = iota // a logical request begins
-	evSend                    // an attempt leaves the client
-	evCommit                  // contention: the conditional write reaches the row
-	evReply                   // the attempt's outcome reaches the client
+	evStart         eventKind = iota // a logical request begins
+	evSendAfterWait                  // a retry's wait is over
+	evArrive                         // an attempt reaches the server
+	evDone                           // queue model: the server finished an attempt
+	evReply                          // the attempt's outcome reaches the client
+	evTimeout                        // the client's per-attempt timeout fires
 )
 
 type event struct {
-	at     time.Duration
-	seq    uint64 // ties broken by insertion order, for determinism
-	client int
-	kind   eventKind
-	ok     bool
-	readAt time.Duration
+	at      time.Duration
+	seq     uint64 // ties broken by insertion order, for determinism
+	client  int
+	kind    eventKind
+	ok      bool
+	attempt int
+	version int // contention: the row version read
 }
 
-// eventQueue is a min-heap of events by time, then insertion order.
+// eventQueue is a min-heap of events by time, then insertion order: a
+// binary heap written for the type, so that a push costs no allocation
+// (container/heap boxes every element in an interface).
 type eventQueue struct {
 	items []event
 	seq   uint64
 }
 
 func (q *eventQueue) Len() int { return len(q.items) }
-func (q *eventQueue) Less(i, j int) bool {
-	a, b := q.items[i], q.items[j]
+
+func (q *eventQueue) less(i, j int) bool {
+	a, b := &q.items[i], &q.items[j]
 	return a.at < b.at || a.at == b.at && a.seq < b.seq
-}
-func (q *eventQueue) Swap(i, j int) { q.items[i], q.items[j] = q.items[j], q.items[i] }
-func (q *eventQueue) Push(x any)    { q.items = append(q.items, x.(event)) }
-func (q *eventQueue) Pop() any {
-	e := q.items[len(q.items)-1]
-	q.items = q.items[:len(q.items)-1]
-	return e
 }
 
 func (q *eventQueue) push(e event) {
 	q.seq++
 	e.seq = q.seq
-	heap.Push(q, e)
+	q.items = append(q.items, e)
+	for i := len(q.items) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q.less(i, parent) {
+			break
+		}
+		q.items[i], q.items[parent] = q.items[parent], q.items[i]
+		i = parent
+	}
 }
 
-func (q *eventQueue) pop() event { return heap.Pop(q).(event) }
+func (q *eventQueue) pop() event {
+	top := q.items[0]
+	last := len(q.items) - 1
+	q.items[0] = q.items[last]
+	q.items = q.items[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && q.less(l, m) {
+			m = l
+		}
+		if r < last && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q.items[i], q.items[m] = q.items[m], q.items[i]
+		i = m
+	}
+	return top
+}
+
+func grow(xs []int, i int) []int {
+	for len(xs) <= i {
+		xs = append(xs, 0)
+	}
+	return xs
+}
