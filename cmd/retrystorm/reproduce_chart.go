@@ -116,7 +116,7 @@ func sreChart(rep reproduction) (*plot.Plot, error) {
 	theirs := make(plotter.XYs, len(rep.growth))
 	for s, v := range rep.growth {
 		ours[s] = plotter.XY{X: float64(s), Y: v}
-		theirs[s] = plotter.XY{X: float64(s), Y: 100 * float64(max(0, s-1)) + 100*float64(min(1, s))}
+		theirs[s] = plotter.XY{X: float64(s), Y: 100*float64(max(0, s-1)) + 100*float64(min(1, s))}
 	}
 	if err := oursAndTheirs(p, 0, "retries", ours, theirs); err != nil {
 		return nil, err
