@@ -112,9 +112,10 @@ type hostID struct{ scheme, host, port string }
 func (h hostID) String() string { return h.scheme + "://" + net.JoinHostPort(h.host, h.port) }
 
 type hostCircuit struct {
-	id   hostID
-	name string
-	c    *circuit.Circuit
+	id      hostID
+	name    string
+	c       *circuit.Circuit
+	evicted atomic.Bool // forgotten by the Breaker: a cached pointer to it is stale
 	// used is CLOCK's reference bit: set by attempts, cleared by the hand.
 	// It is written only when it is not set already, so that goroutines
 	// calling one host do not bounce its cache line.
@@ -221,6 +222,7 @@ func (b *Breaker) advance() int {
 
 // forget drops the host in slot from the lookup map. b.mu must be held.
 func (b *Breaker) forget(slot int) int {
+	b.ring[slot].evicted.Store(true)
 	b.circuits.Delete(b.ring[slot].id)
 	return slot
 }
@@ -254,15 +256,36 @@ func (b *Breaker) eachState(f func(host string, s CircuitState)) {
 	})
 }
 
-// allow asks host's circuit for one attempt; report the outcome with the
-// returned circuit and ticket.
-func (b *Breaker) allow(id hostID) (*hostCircuit, circuit.Ticket, error) {
-	hc := b.circuitFor(id)
+// circuitCache is a Transport's memory of the circuit of the last host it
+// called: most clients call one host, and finding it again costs a string
+// comparison instead of parsing the URL's host and hashing it.
+type circuitCache struct {
+	b            *Breaker
+	scheme, host string // as in the URL
+	hc           *hostCircuit
+}
+
+// lookup returns u's circuit, through the Transport's cache.
+func (b *Breaker) lookup(u *url.URL, cache *atomic.Pointer[circuitCache]) *hostCircuit {
+	if c := cache.Load(); c != nil && c.b == b && c.host == u.Host && c.scheme == u.Scheme && !c.hc.evicted.Load() {
+		if !c.hc.used.Load() {
+			c.hc.used.Store(true)
+		}
+		return c.hc
+	}
+	hc := b.circuitFor(hostOf(u))
+	cache.Store(&circuitCache{b: b, scheme: u.Scheme, host: u.Host, hc: hc})
+	return hc
+}
+
+// allow asks the circuit for one attempt; report the outcome with the
+// returned ticket.
+func (hc *hostCircuit) allow() (circuit.Ticket, error) {
 	tk, ok := hc.c.Allow(time.Now)
 	if !ok {
-		return nil, tk, fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name)
+		return tk, fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name)
 	}
-	return hc, tk, nil
+	return tk, nil
 }
 
 // breakerOutcome is what an attempt tells its host's circuit: a failure of

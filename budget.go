@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/budget"
@@ -36,7 +37,7 @@ type Budget struct {
 	settings BudgetSettings
 	off      bool
 	once     sync.Once
-	b        *budget.Budget
+	b        atomic.Pointer[budget.Budget] // set once, by init
 }
 
 // BudgetSettings configure a Budget. Each zero field takes the default in
@@ -87,7 +88,17 @@ func (s BudgetSettings) validate() error {
 	return nil
 }
 
-// init resolves the defaults once; a zero Budget gets them on first use.
+// get returns the mechanism, resolving the defaults on first use (a zero
+// Budget gets them then).
+func (b *Budget) get() *budget.Budget {
+	if bb := b.b.Load(); bb != nil {
+		return bb
+	}
+	b.init()
+	return b.b.Load()
+}
+
+// init resolves the defaults once.
 func (b *Budget) init() {
 	b.once.Do(func() {
 		s := b.settings
@@ -100,24 +111,23 @@ func (b *Budget) init() {
 		if s.Window == 0 {
 			s.Window = DefaultBudgetWindow
 		}
-		b.b = budget.New(s.Ratio, s.MinPerSecond, s.Window)
+		b.b.Store(budget.New(s.Ratio, s.MinPerSecond, s.Window))
 	})
 }
 
-// deposit records one logical request.
-func (b *Budget) deposit(now time.Time) {
+// deposit records one logical request at now (mono time).
+func (b *Budget) deposit(now time.Duration) {
 	if b.off {
 		return
 	}
-	b.init()
-	b.b.Deposit(now)
+	b.get().Deposit(now)
 }
 
-// withdraw takes one retry and reports whether there was one to take.
-func (b *Budget) withdraw(now time.Time) bool {
+// withdraw takes one retry at now (mono time) and reports whether there was
+// one to take.
+func (b *Budget) withdraw(now time.Duration) bool {
 	if b.off {
 		return true
 	}
-	b.init()
-	return b.b.Withdraw(now)
+	return b.get().Withdraw(now)
 }

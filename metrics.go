@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,7 +25,7 @@ import (
 // "unknown", attempts past 9 are "10+"); each appears when first used:
 //
 //	retryhttp_requests_total{method,outcome}   logical requests (RoundTrip calls) by final outcome
-//	retryhttp_attempts_total{attempt}          attempts sent, by number (1 = first send)
+//	retryhttp_attempts_total{attempt}          attempts sent, by number (1 = first send), counted when the request ends
 //	retryhttp_retries_total{trigger}           retries scheduled, by trigger: a status, "network", "timeout"
 //	retryhttp_give_ups_total{reason}           retryable failures not retried: attempts, elapsed, deadline,
 //	                                           retry_after_too_long, budget, circuit_open, body
@@ -41,20 +42,12 @@ import (
 // WithHostLabel adds a host label (scheme://host:port) to requests_total,
 // retries_total and give_ups_total.
 type Metrics struct {
-	requests   *prometheus.CounterVec
-	attempts   *prometheus.CounterVec
-	retries    *prometheus.CounterVec
-	giveUps    *prometheus.CounterVec
-	perRequest prometheus.Histogram
-	backoff    prometheus.Histogram
-	stacked    *prometheus.CounterVec
-	shared     *registryState
-
-	// The series of the request path, resolved on first use: a series
-	// exists once it has counted something, and the path pays one atomic
-	// load for the lookup. Unused with a host label.
-	requestsHot [len(methods)][len(outcomes)]atomic.Pointer[prometheus.Counter]
-	attemptsHot [10]atomic.Pointer[prometheus.Counter]
+	requests *prometheus.CounterVec // with a host label only; otherwise the hot counters
+	retries  *prometheus.CounterVec
+	giveUps  *prometheus.CounterVec
+	backoff  prometheus.Histogram
+	stacked  *prometheus.CounterVec
+	shared   *registryState
 }
 
 // MetricsOption changes what NewMetrics creates.
@@ -191,21 +184,15 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 	if m.shared.maxHosts != c.maxHosts {
 		return nil, fmt.Errorf("retryhttp: NewMetrics: WithHostLabel(%d) differs from the %d already registered on this registry", c.maxHosts, m.shared.maxHosts)
 	}
-	requestLabels, triggerLabels, reasonLabels := []string{"method", "outcome"}, []string{"trigger"}, []string{"reason"}
+	triggerLabels, reasonLabels := []string{"trigger"}, []string{"reason"}
 	if c.maxHosts > 0 {
-		requestLabels, triggerLabels, reasonLabels = append(requestLabels, "host"), append(triggerLabels, "host"), append(reasonLabels, "host")
-	}
-	if m.requests, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retryhttp_requests_total",
-		Help: "Logical requests (RoundTrip calls) by method and final outcome.",
-	}, requestLabels)); err != nil {
-		return nil, err
-	}
-	if m.attempts, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "retryhttp_attempts_total",
-		Help: "Attempts sent, by attempt number (1 is the first send).",
-	}, []string{"attempt"})); err != nil {
-		return nil, err
+		triggerLabels, reasonLabels = append(triggerLabels, "host"), append(reasonLabels, "host")
+		if m.requests, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_requests_total",
+			Help: requestsHelp,
+		}, []string{"method", "outcome", "host"})); err != nil {
+			return nil, err
+		}
 	}
 	if m.retries, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retryhttp_retries_total",
@@ -217,13 +204,6 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 		Name: "retryhttp_give_ups_total",
 		Help: "Retryable failures that were not retried, by reason.",
 	}, reasonLabels)); err != nil {
-		return nil, err
-	}
-	if m.perRequest, err = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "retryhttp_attempts_per_request",
-		Help:    "Attempts sent per logical request.",
-		Buckets: prometheus.LinearBuckets(1, 1, 10),
-	})); err != nil {
 		return nil, err
 	}
 	if m.backoff, err = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -266,24 +246,6 @@ func attemptLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
-// series returns the counter in slot, creating its series on first use.
-func series(slot *atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, labels ...string) prometheus.Counter {
-	if c := slot.Load(); c != nil {
-		return *c
-	}
-	c := vec.WithLabelValues(labels...)
-	slot.Store(&c)
-	return c
-}
-
-func (m *Metrics) attempt(n int) {
-	if m == nil {
-		return
-	}
-	i := min(n, 10) - 1
-	series(&m.attemptsHot[i], m.attempts, attemptLabel(i+1)).Inc()
-}
-
 func (m *Metrics) retry(u *url.URL, trigger Trigger, wait time.Duration) {
 	if m == nil {
 		return
@@ -300,11 +262,21 @@ func (m *Metrics) request(req *http.Request, resp *http.Response, err error, rea
 	if m == nil {
 		return
 	}
-	if attempts > 0 {
-		m.perRequest.Observe(float64(attempts))
-	}
 	i, j := methodIndex(req.Method), outcomeIndex(resp, err, reason)
-	if m.shared.hosts != nil {
+	sh := m.shared.hot.shard()
+	// The request's attempts are counted with it, when it ends: one shard
+	// and one pass for all its counters.
+	for n := range min(attempts, 10) {
+		sh.attempts[n].Add(1)
+	}
+	if attempts > 10 {
+		sh.attempts[9].Add(uint64(attempts - 10))
+	}
+	if attempts > 0 {
+		sh.perRequest[min(attempts, 11)-1].Add(1)
+		sh.perRequestSum.Add(uint64(attempts))
+	}
+	if m.requests != nil { // a host label
 		host := m.shared.hosts.label(req.URL)
 		m.requests.WithLabelValues(methods[i], outcomes[j], host).Inc()
 		if reason.GaveUp() {
@@ -312,7 +284,7 @@ func (m *Metrics) request(req *http.Request, resp *http.Response, err error, rea
 		}
 		return
 	}
-	series(&m.requestsHot[i][j], m.requests, methods[i], outcomes[j]).Inc()
+	sh.requests[i][j].Add(1)
 	if reason.GaveUp() {
 		m.giveUps.WithLabelValues(reason.String()).Inc()
 	}
@@ -341,16 +313,31 @@ func (m *Metrics) track(b *Breaker) {
 type registryState struct {
 	maxHosts int
 	hosts    *hostLabels // nil without a host label
+	hot      hotCounters // the counters every request touches
 
 	mu       sync.Mutex
 	breakers map[weak.Pointer[Breaker]]struct{} // guarded by mu
 	live     int                                // breakers alive at the last prune; guarded by mu
 }
 
-var circuitDesc = prometheus.NewDesc("retryhttp_circuit_state",
-	"Circuit state per host: 0 closed, 1 half-open, 2 open (the worst among the Breakers in use).", []string{"host"}, nil)
+var (
+	circuitDesc = prometheus.NewDesc("retryhttp_circuit_state",
+		"Circuit state per host: 0 closed, 1 half-open, 2 open (the worst among the Breakers in use).", []string{"host"}, nil)
+	requestsDesc   = prometheus.NewDesc("retryhttp_requests_total", requestsHelp, []string{"method", "outcome"}, nil)
+	attemptsDesc   = prometheus.NewDesc("retryhttp_attempts_total", "Attempts sent, by attempt number (1 is the first send).", []string{"attempt"}, nil)
+	perRequestDesc = prometheus.NewDesc("retryhttp_attempts_per_request", "Attempts sent per logical request.", nil, nil)
+)
 
-func (s *registryState) Describe(ch chan<- *prometheus.Desc) { ch <- circuitDesc }
+const requestsHelp = "Logical requests (RoundTrip calls) by method and final outcome."
+
+func (s *registryState) Describe(ch chan<- *prometheus.Desc) {
+	ch <- circuitDesc
+	ch <- attemptsDesc
+	ch <- perRequestDesc
+	if s.hosts == nil {
+		ch <- requestsDesc
+	}
+}
 
 func (s *registryState) track(b *Breaker) {
 	s.mu.Lock()
@@ -377,6 +364,7 @@ func (s *registryState) pruneLocked() []*Breaker {
 }
 
 func (s *registryState) Collect(ch chan<- prometheus.Metric) {
+	s.hot.collect(ch, s.hosts == nil)
 	s.mu.Lock()
 	breakers := s.pruneLocked()
 	s.mu.Unlock()
@@ -390,5 +378,81 @@ func (s *registryState) Collect(ch chan<- prometheus.Metric) {
 	}
 	for host, st := range worst {
 		ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, float64(st), host)
+	}
+}
+
+// hotCounters are the counters every request touches: requests by method
+// and outcome, attempts by number, attempts per request. Counting them in
+// Prometheus collectors would make every request on every core write the
+// same few cache lines; they are spread instead over shards, one picked at
+// random per request, and summed when scraped. A series appears when it
+// first counts something.
+type hotCounters struct {
+	shards [hotShards]hotShard
+}
+
+const hotShards = 8
+
+type hotShard struct {
+	requests      [len(methods)][len(outcomes)]atomic.Uint64
+	attempts      [10]atomic.Uint64
+	perRequest    [11]atomic.Uint64 // requests that sent 1, 2, ... 10, more than 10 attempts
+	perRequestSum atomic.Uint64
+	_             [64]byte // keep the next shard off this one's last line
+}
+
+// shard picks a shard for one request: at random, from the runtime's
+// per-thread generator, so that goroutines on different cores mostly write
+// different shards.
+func (h *hotCounters) shard() *hotShard { return &h.shards[rand.Uint32()%hotShards] }
+
+// collect sends the sums of the shards; requests only when no host label
+// takes them over.
+func (h *hotCounters) collect(ch chan<- prometheus.Metric, requests bool) {
+	var req [len(methods)][len(outcomes)]uint64
+	var att [10]uint64
+	var per [11]uint64
+	var sum uint64
+	for i := range h.shards {
+		sh := &h.shards[i]
+		for m := range req {
+			for o := range req[m] {
+				req[m][o] += sh.requests[m][o].Load()
+			}
+		}
+		for n := range att {
+			att[n] += sh.attempts[n].Load()
+		}
+		for n := range per {
+			per[n] += sh.perRequest[n].Load()
+		}
+		sum += sh.perRequestSum.Load()
+	}
+	if requests {
+		for m := range req {
+			for o, v := range req[m] {
+				if v > 0 {
+					ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.CounterValue, float64(v), methods[m], outcomes[o])
+				}
+			}
+		}
+	}
+	for n, v := range att {
+		if v > 0 {
+			ch <- prometheus.MustNewConstMetric(attemptsDesc, prometheus.CounterValue, float64(v), attemptLabel(n+1))
+		}
+	}
+	// Buckets 1 to 10, cumulative: the requests that sent at most that many
+	// attempts; those that sent more count only in the total.
+	var count uint64
+	buckets := make(map[float64]uint64, 10)
+	for n, v := range per {
+		count += v
+		if n < 10 {
+			buckets[float64(n+1)] = count
+		}
+	}
+	if count > 0 {
+		ch <- prometheus.MustNewConstHistogram(perRequestDesc, count, float64(sum), buckets)
 	}
 }

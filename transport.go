@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/backoff"
@@ -136,10 +137,12 @@ type Transport struct {
 	// telemetry.
 	OnRetry func(RetryEvent)
 
-	ownBudget Budget     // the default budget, when Budget is nil
-	seen      recentKeys // keys sent recently, to recognise an upper layer's retry
-	trackOnce sync.Once
-	stackWarn sync.Once
+	ownBudget   Budget                         // the default budget, when Budget is nil
+	seen        recentKeys                     // keys sent recently, to recognise an upper layer's retry
+	resolved    atomic.Pointer[resolvedPolicy] // Policy with its defaults, resolved once
+	lastCircuit atomic.Pointer[circuitCache]   // the Breaker circuit of the last host called
+	trackOnce   sync.Once
+	stackWarn   sync.Once
 }
 
 func (t *Transport) baseTransport() http.RoundTripper {
@@ -178,11 +181,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	c := callFrom(ctx)
-	policy := t.Policy
-	if c.policy != nil {
-		policy = *c.policy
-	}
-	p, err := policy.resolve()
+	p, err := t.policy(c.policy) // shared: copy before changing it
 	if err != nil {
 		closeRequestBody(req)
 		return nil, err
@@ -194,10 +193,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	derived := false
 	switch {
 	case injected:
-		key := newIdempotencyKey()
+		var key string
 		if op := opkey.From(ctx); op != nil {
 			key = derivedKey(ctx, op, req)
 			stableKey, derived = key, true
+		} else {
+			key = newIdempotencyKey()
 		}
 		header = withIdempotencyKey(header, key)
 		hasKey = true
@@ -206,7 +207,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if p.MaxAttempts > 1 {
 		if signal := t.upperRetry(req, c, stableKey, derived, p.MaxElapsed); signal != "" {
-			p.MaxAttempts = 1 // the layer above retries: send this once
+			once := *p
+			once.MaxAttempts = 1 // the layer above retries: send this once
+			p = &once
 			t.stacked(ctx, signal)
 		}
 	}
@@ -218,13 +221,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	base := t.baseTransport()
 	budget := t.retryBudget()
-	var host hostID
+	var circuitOf *hostCircuit // the host's circuit, looked up once per RoundTrip
 	if t.Breaker != nil {
-		host = hostOf(req.URL)
+		circuitOf = t.Breaker.lookup(req.URL, &t.lastCircuit)
 		t.trackOnce.Do(func() { t.Metrics.track(t.Breaker) })
 	}
 
-	start := time.Now()
+	start := mono()
 	budget.deposit(start)
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
@@ -235,17 +238,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		var hc *hostCircuit
 		var ticket circuit.Ticket
-		if t.Breaker != nil {
-			if hc, ticket, err = t.Breaker.allow(host); err != nil {
+		if circuitOf != nil {
+			if ticket, err = circuitOf.allow(); err != nil {
 				closeRequestBody(areq)
 				return t.cannotSend(ctx, areq, last, err, attempt-1, ReasonCircuitOpen)
 			}
+			hc = circuitOf
 		}
 		if last != nil {
 			discard(last)
 			last = nil
 		}
-		t.Metrics.attempt(attempt)
 		sreq, sends := traceSends(base, areq)
 		resp, err := send(base, sreq, p.AttemptTimeout)
 		if resp != nil && t.PeekBody > 0 && resp.StatusCode >= 400 {
@@ -258,8 +261,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// net/http resent the request itself: each resend is an attempt.
 			for range sends.extra() {
 				attempt++
-				t.Metrics.attempt(attempt)
-				budget.withdraw(time.Now())
+				budget.withdraw(mono())
 			}
 		}
 
@@ -268,13 +270,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return t.finish(req, resp, err, attempt, stop)
 		}
 		e := RetryEvent{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
-		now := time.Now()
+		now := mono()
 		prev = p.backoff(attempt-1, prev, rand.Float64())
 		e.Wait = prev
 		var ra time.Duration
 		var hasRA bool
 		if resp != nil {
-			if ra, hasRA = t.serverWait(resp, now); hasRA {
+			if ra, hasRA = t.serverWait(resp, time.Now()); hasRA {
 				e.Wait = ra + p.retryAfterSpread(rand.Float64())
 			}
 		}
@@ -284,11 +286,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			e.GiveUp = ReasonAttempts
 		case hasRA && ra > p.MaxRetryAfter:
 			e.GiveUp = ReasonRetryAfterTooLong
-		case now.Add(e.Wait).Sub(start) > p.MaxElapsed:
+		case now+e.Wait-start > p.MaxElapsed:
 			e.GiveUp = ReasonElapsed
-		case hasDL && now.Add(e.Wait).After(dl):
+		case hasDL && time.Until(dl) < e.Wait:
 			e.GiveUp = ReasonDeadline
-		case t.Breaker != nil && t.Breaker.state(host) == CircuitOpen:
+		case circuitOf != nil && CircuitState(circuitOf.c.State(time.Now)) == CircuitOpen:
 			e.GiveUp = ReasonCircuitOpen
 		case !budget.withdraw(now):
 			e.GiveUp = ReasonBudget
@@ -309,6 +311,35 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// resolvedPolicy is a Policy and the same with its defaults filled in.
+type resolvedPolicy struct{ src, p Policy }
+
+// policy returns the Policy of a request, its defaults filled in: the
+// per-request override, or the Transport's own, resolved once for as long
+// as it does not change. The result may be shared: do not change it.
+func (t *Transport) policy(override *Policy) (*Policy, error) {
+	if override != nil {
+		p, err := override.resolve()
+		return &p, err
+	}
+	if r := t.resolved.Load(); r != nil && r.src == t.Policy {
+		return &r.p, nil
+	}
+	p, err := t.Policy.resolve()
+	if err == nil {
+		t.resolved.Store(&resolvedPolicy{src: t.Policy, p: p})
+	}
+	return &p, err
+}
+
+// monoBase anchors mono.
+var monoBase = time.Now()
+
+// mono reads the monotonic clock alone: the time since the process
+// started. It costs one clock read where time.Now costs two (wall and
+// monotonic), and the retry loop measures only intervals.
+func mono() time.Duration { return time.Since(monoBase) }
+
 // retryBudget returns the Budget retries draw from: Budget, or the
 // Transport's own default. NoBudget allows every retry.
 func (t *Transport) retryBudget() *Budget {
@@ -326,9 +357,6 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 	if err != nil && req.Context().Err() != nil {
 		return false, ReasonCanceled, ""
 	}
-	if spent(resp, err) {
-		return false, ReasonNotRetryable, "" // a Transport below retried it already
-	}
 	var d Decision
 	if t.ShouldRetry != nil {
 		d = t.ShouldRetry(req, resp, err)
@@ -337,7 +365,7 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 		if d == Defer && resp.StatusCode >= 400 {
 			d = serverSignal(resp)
 		}
-		if d == Stop || d == Defer && !t.retryableStatus(resp.StatusCode, hasKey) || !safe {
+		if d == Stop || d == Defer && !t.retryableStatus(resp.StatusCode, hasKey) || !safe || spent(resp, nil) {
 			return false, ReasonNotRetryable, ""
 		}
 		return true, ReasonNone, statusTrigger(resp.StatusCode)
@@ -346,7 +374,7 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 	if errors.Is(err, ErrAttemptTimeout) {
 		transient, trigger = true, TriggerTimeout
 	}
-	if d == Stop || d == Defer && !transient || !(safe || nothingSent && bodyOK) {
+	if d == Stop || d == Defer && !transient || !(safe || nothingSent && bodyOK) || spent(nil, err) {
 		return false, ReasonNotRetryable, trigger
 	}
 	return true, ReasonNone, trigger

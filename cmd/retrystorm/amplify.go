@@ -83,7 +83,7 @@ func amplification(cfg ampConfig, seed uint64) float64 {
 		case evStart:
 			first++
 			if c.b != nil {
-				c.b.Deposit(clock())
+				c.b.Deposit(now)
 			}
 			var tk *circuit.Ticket
 			if c.c != nil {
@@ -109,7 +109,7 @@ func amplification(cfg ampConfig, seed uint64) float64 {
 			var tk *circuit.Ticket
 			switch cfg.limit {
 			case limitBudget:
-				if !c.b.Withdraw(clock()) {
+				if !c.b.Withdraw(now) {
 					continue
 				}
 			case limitBreaker:

@@ -41,7 +41,7 @@ func simulateOCC(sc scenario, st strategy, seed uint64) result {
 	for i := range clients {
 		q.push(event{at: hop(), client: i, kind: occRead})
 		if shared != nil {
-			shared.Deposit(epoch)
+			shared.Deposit(0)
 		}
 	}
 	version := 0
@@ -75,7 +75,7 @@ func simulateOCC(sc scenario, st strategy, seed uint64) result {
 			case c.attempts+1 > p.MaxAttempts:
 				res.giveUps[retryhttp.ReasonAttempts.String()]++
 				continue
-			case shared != nil && !shared.Withdraw(epoch.Add(e.at)):
+			case shared != nil && !shared.Withdraw(e.at):
 				res.giveUps[retryhttp.ReasonBudget.String()]++
 				continue
 			}

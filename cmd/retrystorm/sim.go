@@ -23,7 +23,8 @@ func simulate(sc scenario, st strategy, seed uint64) result {
 	return s.run()
 }
 
-// epoch anchors virtual time for the budget, which works on time.Time.
+// epoch anchors virtual time for the circuit breaker, which works on
+// time.Time.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type sim struct {
@@ -114,7 +115,7 @@ func (s *sim) run() result {
 		case evStart:
 			c.start = e.at
 			if b := s.budgetOf(c); b != nil {
-				b.Deposit(epoch.Add(e.at))
+				b.Deposit(e.at)
 			}
 			s.send(c, e.client, e.at)
 		case evSendAfterWait:
@@ -190,7 +191,7 @@ func (s *sim) failed(c *simClient, id int, at time.Duration) {
 		reason = retryhttp.ReasonElapsed
 	case at+wait > c.start+s.sc.deadline:
 		reason = retryhttp.ReasonDeadline
-	case s.budgetOf(c) != nil && !s.budgetOf(c).Withdraw(epoch.Add(at)):
+	case s.budgetOf(c) != nil && !s.budgetOf(c).Withdraw(at):
 		reason = retryhttp.ReasonBudget
 	}
 	if reason != retryhttp.ReasonNone {

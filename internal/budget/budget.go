@@ -45,20 +45,26 @@ type slot struct {
 // window, plus floor retries per second. The caller validates the values:
 // finite, ratio and floor >= 0, window > 0.
 func New(ratio, floor float64, window time.Duration) *Budget {
-	return &Budget{
+	b := &Budget{
 		deposit:   int64(math.Round(ratio * unitsPerToken)),
 		reserve:   int64(math.Round(floor * window.Seconds() * unitsPerToken)),
 		slotWidth: max(1, int64(window/Slots)),
 	}
+	for i := range b.slots {
+		b.slots[i].epoch.Store(math.MinInt64) // no epoch yet: any reading turns it over
+	}
+	return b
 }
 
-// Deposit records one logical request at now.
-func (b *Budget) Deposit(now time.Time) {
+// Deposit records one logical request at now, any monotonic clock's
+// reading (the Transport's is the time since the process started; the
+// simulator's, virtual time).
+func (b *Budget) Deposit(now time.Duration) {
 	if b.deposit == 0 {
 		return
 	}
 	e := b.slotOf(now)
-	s := &b.slots[e%Slots]
+	s := b.slot(e)
 	if s.epoch.Load() != e {
 		b.mu.Lock()
 		turnOver(s, e)
@@ -69,27 +75,32 @@ func (b *Budget) Deposit(now time.Time) {
 
 // Withdraw takes one retry from the budget at now and reports whether there
 // was one to take.
-func (b *Budget) Withdraw(now time.Time) bool {
+func (b *Budget) Withdraw(now time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.slotOf(now)
 	if b.balance(e) < unitsPerToken {
 		return false
 	}
-	s := &b.slots[e%Slots]
+	s := b.slot(e)
 	turnOver(s, e)
 	s.units.Add(-unitsPerToken)
 	return true
 }
 
 // Available reports how many retries the budget would allow at now.
-func (b *Budget) Available(now time.Time) float64 {
+func (b *Budget) Available(now time.Duration) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return float64(b.balance(b.slotOf(now))) / unitsPerToken
 }
 
-func (b *Budget) slotOf(now time.Time) int64 { return now.UnixNano() / b.slotWidth }
+func (b *Budget) slotOf(now time.Duration) int64 { return int64(now) / b.slotWidth }
+
+// slot is the slot that epoch e uses. An epoch may be negative (a clock
+// reading before its anchor, a test's fake clock): as an unsigned number
+// consecutive epochs still use consecutive slots.
+func (b *Budget) slot(e int64) *slot { return &b.slots[uint64(e)%Slots] }
 
 // balance is the reserve plus the units of the slots inside the window that
 // ends with slot e. b.mu must be held.
@@ -97,7 +108,7 @@ func (b *Budget) balance(e int64) int64 {
 	sum := b.reserve
 	for i := range b.slots {
 		s := &b.slots[i]
-		if age := e - s.epoch.Load(); age >= 0 && age < Slots {
+		if ep := s.epoch.Load(); ep <= e && ep > e-Slots {
 			sum += s.units.Load()
 		}
 	}

@@ -20,6 +20,9 @@ var KeyHeaders = [...]string{IdempotencyKey, XIdempotencyKey}
 // net/http's isReplayable does: presence, even with a nil value (net/http's
 // way of marking a request idempotent without sending the header).
 func HasKey(h http.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
 	for _, k := range KeyHeaders {
 		if _, ok := h[k]; ok {
 			return true
