@@ -271,8 +271,13 @@ func (c *canonicalizer) str() bool {
 		case b < 0x20:
 			return false
 		case b < utf8.RuneSelf:
-			c.pos++
-			c.writeRune(rune(b))
+			// A run of printable ASCII is written as it is: copy it whole.
+			end := c.pos + 1
+			for end < len(c.in) && c.in[end] >= 0x20 && c.in[end] < utf8.RuneSelf && c.in[end] != '"' && c.in[end] != '\\' {
+				end++
+			}
+			c.out = append(c.out, c.in[c.pos:end]...)
+			c.pos = end
 		default:
 			r, size := utf8.DecodeRune(c.in[c.pos:])
 			c.pos += size

@@ -289,3 +289,66 @@ func TestMemoryStoreEvictsExpiredClaimsFirst(t *testing.T) {
 }
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// hangingStore's first Complete hangs until its context ends, as on a
+// connection whose peer stopped answering.
+type hangingStore struct {
+	Store
+	mu    sync.Mutex
+	tries []time.Duration // how long each Complete took
+}
+
+func (s *hangingStore) Complete(ctx context.Context, key, owner string, resp *Response, ret time.Duration) error {
+	start := time.Now()
+	s.mu.Lock()
+	first := len(s.tries) == 0
+	s.mu.Unlock()
+	var err error
+	if first {
+		<-ctx.Done()
+		err = ctx.Err()
+	} else {
+		err = s.Store.Complete(ctx, key, owner, resp, ret)
+	}
+	s.mu.Lock()
+	s.tries = append(s.tries, time.Since(start))
+	s.mu.Unlock()
+	return err
+}
+
+// A store call that hangs after the handler ran is cancelled by the watch
+// after storeTryLimit (within half of it more) and tried again: the
+// response is recorded and the client gets it. The watch's timer stops
+// once nothing is in flight.
+func TestHungCompleteIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &hangingStore{Store: mem(t)}
+		var c counter
+		m := newMiddleware(t, Options{Store: s, Logger: quiet})
+		h := m.Handler(c.handler(201))
+		assert.Equal(t, 201, call(h, "POST", "k", `{}`, nil).Code)
+		require.Len(t, s.tries, 2, "the hung try was cancelled and the next one recorded the response")
+		assert.GreaterOrEqual(t, s.tries[0], storeTryLimit)
+		assert.LessOrEqual(t, s.tries[0], storeTryLimit*3/2)
+		assert.Equal(t, "true", call(h, "POST", "k", `{}`, nil).Header().Get(HeaderReplayed))
+		assert.Equal(t, 1, c.count())
+
+		time.Sleep(2 * m.watch.period)
+		m.watch.mu.Lock()
+		defer m.watch.mu.Unlock()
+		assert.False(t, m.watch.armed, "an idle watch sets no timer")
+		assert.Nil(t, m.watch.head)
+	})
+}
+
+// The watch's counts keep the promises its doc makes, for lock times from
+// a millisecond to a day: claims extended at least every lock/3, store
+// calls cancelled between storeTryLimit and 1.5 times it.
+func TestWatchSizing(t *testing.T) {
+	for _, lock := range []time.Duration{time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, DefaultLockTimeout, time.Minute, 24 * time.Hour} {
+		w := newWatch(lock)
+		assert.LessOrEqual(t, time.Duration(w.extendTicks)*w.period, lock/3, "lock %v: extended late", lock)
+		assert.GreaterOrEqual(t, time.Duration(w.tryTicks-1)*w.period, storeTryLimit, "lock %v: store call cut short", lock)
+		assert.LessOrEqual(t, time.Duration(w.tryTicks)*w.period, storeTryLimit*3/2, "lock %v: store call bounded late", lock)
+	}
+}

@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"mime"
 	"net/http"
 	"net/url"
@@ -33,8 +32,7 @@ func (m *Middleware) fingerprint(r *http.Request, body []byte) (string, error) {
 		b = appendPayload(b, r, body)
 	}
 	*buf = b
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return hexSum(sha256.Sum256(b)), nil
 }
 
 var fpPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

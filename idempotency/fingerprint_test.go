@@ -73,6 +73,9 @@ func TestCanonicalJSON(t *testing.T) {
 // oracle is encoding/json's canonical form: decode (numbers as written) and
 // encode again, keys sorted, without HTML escaping.
 func oracle(body []byte) ([]byte, bool) {
+	if !json.Valid(body) { // a Decoder stops after one value: "0]" decodes
+		return nil, false
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any

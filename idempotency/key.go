@@ -72,8 +72,7 @@ func ParseKey(v string) (string, error) {
 // never share a key space. Requests without the header share one anonymous
 // scope.
 func AuthorizationScope(r *http.Request) (string, error) {
-	sum := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-	return hex.EncodeToString(sum[:]), nil
+	return hexSum(sha256.Sum256([]byte(r.Header.Get("Authorization")))), nil
 }
 
 // StoreKey is the identity under which the middleware stores the key of a
@@ -83,11 +82,19 @@ func AuthorizationScope(r *http.Request) (string, error) {
 // caller's record by hand; a handler gets its request's from
 // KeyFromContext.
 func StoreKey(scope, key string) string {
-	h := sha256.New()
-	h.Write([]byte(scope))
-	h.Write([]byte{0})
-	h.Write([]byte(key))
-	return hex.EncodeToString(h.Sum(nil))
+	var buf [64 + 1 + MaxKeyLength]byte // a default scope and the longest key fit
+	b := append(buf[:0], scope...)
+	b = append(b, 0)
+	b = append(b, key...)
+	return hexSum(sha256.Sum256(b))
+}
+
+// hexSum is a digest in lower-case hex, the form every identity the
+// middleware stores takes, in one allocation.
+func hexSum(sum [sha256.Size]byte) string {
+	var b [2 * sha256.Size]byte
+	hex.Encode(b[:], sum[:])
+	return string(b[:])
 }
 
 // requestKey reads the request's key from Idempotency-Key or

@@ -194,7 +194,7 @@ func New(opts Options) (*Middleware, error) {
 	if opts.Retention <= opts.LockTimeout {
 		return nil, fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v: a stored response must outlive any claim, or a retry runs the handler again", opts.Retention, opts.LockTimeout)
 	}
-	m := &Middleware{opts: opts, claims: claims{store: opts.Store, lock: opts.LockTimeout, logger: opts.Logger}}
+	m := &Middleware{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.Logger)}
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -211,6 +211,48 @@ func New(opts Options) (*Middleware, error) {
 // Handler wraps next.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+// exchange is what one keyed request needs from reading its body to
+// sending its response, in one allocation.
+type exchange struct {
+	body   bodyReader
+	op     opkey.Op
+	keeper claimKeeper
+	rec    recorder
+	attrs  [2]slog.Attr // names the request in logs: method and path, never the key
+}
+
+// bodyReader is a request body read whole, handed to the handler in place
+// of the original.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
+
+// readBody reads r's body, at most limit+1 bytes: one more than allowed
+// tells a body that is too long. A declared Content-Length sizes the
+// buffer so that the usual body is read with one allocation.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	defer r.Body.Close()
+	size := int64(512)
+	if r.ContentLength >= 0 && r.ContentLength <= limit {
+		size = r.ContentLength + 1 // room to see EOF without growing
+	}
+	b := make([]byte, 0, size)
+	for int64(len(b)) <= limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Body.Read(b[len(b):min(int64(cap(b)), limit+1)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 // HeaderReplayed marks a replayed response.
@@ -246,8 +288,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		problem(w, http.StatusBadRequest, "missing Idempotency-Key", "this endpoint requires an Idempotency-Key header")
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, m.opts.MaxRequestBytes+1))
-	r.Body.Close()
+	body, err := readBody(r, m.opts.MaxRequestBytes)
 	if err != nil {
 		m.opts.Metrics.count(resInvalidKey)
 		problem(w, http.StatusBadRequest, "unreadable body", "the request body could not be read")
@@ -259,24 +300,27 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			fmt.Sprintf("requests with an Idempotency-Key are limited to %d bytes", m.opts.MaxRequestBytes))
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	x := &exchange{}
+	x.body.Reset(body)
+	r.Body = &x.body // a Fingerprint hook may read it too
 	fp, err := m.fingerprint(r, body)
 	if err != nil {
 		m.opts.Metrics.count(resInvalidKey)
 		problem(w, http.StatusBadRequest, "unreadable request", err.Error())
 		return
 	}
-	op := &opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
-	owner := newOwner()
+	x.op = opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
+	x.attrs = [...]slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path)}
+	op, owner := &x.op, newOwner()
 
 	ctx := r.Context()
-	waitUntil := time.Now().Add(m.opts.MaxWait)
+	var waitUntil time.Time // set when the first wait begins
 	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		rec, err := m.opts.Store.Claim(ctx, op.ID, fp, owner, m.opts.LockTimeout)
 		if err != nil {
 			// The claim may have been taken with its reply lost: release
 			// it, or the key stays locked with nothing running.
-			m.release(ctx, op.ID, owner, reqAttrs(r)...)
+			m.release(ctx, nil, op.ID, owner, x.attrs[:]...)
 			m.opts.Metrics.count(resStoreError)
 			m.storeError(w, r, "claim", err)
 			return
@@ -295,6 +339,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			replay(w, rec.Response)
 			return
 		}
+		if waitUntil.IsZero() {
+			waitUntil = time.Now().Add(m.opts.MaxWait)
+		}
 		if !m.opts.WaitForResult || time.Now().Add(wait).After(waitUntil) {
 			m.inFlight(w, rec, "a request with this Idempotency-Key is still being processed; retry later")
 			return
@@ -308,22 +355,23 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		case <-t.C:
 		}
 	}
-	m.run(w, r, next, op, owner)
+	m.run(w, r, next, x, owner)
 }
 
 // run executes the handler under owner's claim on op.ID and stores or
 // releases the outcome. It counts one result for the request, however it
 // ends.
-func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, op *opkey.Op, owner string) {
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, owner string) {
 	res := resNew
 	defer func() { m.opts.Metrics.count(res) }()
-	k := op.ID
+	k := x.op.ID
 	// Store operations after the handler use a context that outlives a
 	// client that hung up: the effect happened, its record must be kept.
 	bg := context.WithoutCancel(r.Context())
-	ctx, cancel := context.WithCancelCause(opkey.With(r.Context(), op))
+	ctx, cancel := context.WithCancelCause(opkey.With(r.Context(), &x.op))
 	defer cancel(nil)
-	hb := m.keep(ctx, k, owner, cancel, reqAttrs(r)...)
+	hb := &x.keeper
+	hb.start(&m.claims, bg, k, owner, cancel, x.attrs[:]...)
 	var tx Tx
 	// abandon undoes the attempt so that a retry runs the handler again:
 	// the transaction's writes, then the claim.
@@ -332,7 +380,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		if tx != nil {
 			tx.Rollback(bg)
 		}
-		m.release(bg, k, owner, reqAttrs(r)...)
+		m.release(bg, hb, k, owner, x.attrs[:]...)
 		res = resReleased
 	}
 	if m.tx != nil {
@@ -344,7 +392,8 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 			return
 		}
 	}
-	rec := newRecorder(w, m.opts.MaxResponseBytes, tx != nil)
+	rec := &x.rec
+	rec.init(w, m.opts.MaxResponseBytes, tx != nil)
 	defer rec.free()
 	finished := false
 	defer func() {
@@ -375,11 +424,11 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 			return
 		}
 	default:
-		if err := m.complete(bg, k, owner, rec.response(m.opts.ReplayHeader), m.opts.Retention); err != nil {
+		if err := m.complete(bg, hb, k, owner, rec.response(m.opts.ReplayHeader), m.opts.Retention); err != nil {
 			// The effect happened and cannot be undone. Keep the claim (it
 			// expires after LockTimeout) and give the client its answer.
 			res = resStoreError
-			m.log(bg, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a retry runs the handler again", err, reqAttrs(r)...)
+			m.log(bg, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a retry runs the handler again", err, x.attrs[:]...)
 		}
 	}
 	rec.send()

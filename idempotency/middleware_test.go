@@ -124,6 +124,35 @@ func TestReplayHeaders(t *testing.T) {
 	assert.Empty(t, second.Header().Get("Date"), "Date is not replayed")
 }
 
+// A stored response is shared by every replay from the memory store: a
+// layer above that adds to a replayed field, from many requests at once,
+// neither races nor changes what the next replay gets. Run with -race.
+func TestReplaysShareNothingWritable(t *testing.T) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Vary", "Accept")
+		w.Header().Add("Vary", "Origin")
+		w.Header().Add("Vary", "Accept-Encoding") // three values in an array of four: room to grow
+		w.WriteHeader(201)
+	})
+	inner := newMiddleware(t, Options{}).Handler(handler)
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(w, r)
+		w.Header().Add("Vary", "Cookie") // after the fact, as a careless layer might
+	})
+	call(outer, "POST", "k", `{}`, nil)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				call(outer, "POST", "k", `{}`, nil)
+			}
+		})
+	}
+	wg.Wait()
+	w := call(inner, "POST", "k", `{}`, nil)
+	assert.Equal(t, []string{"Accept", "Origin", "Accept-Encoding"}, w.Header()["Vary"])
+}
+
 func TestWhatIsStored(t *testing.T) {
 	for _, tc := range []struct {
 		status int

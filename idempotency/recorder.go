@@ -25,8 +25,9 @@ type recorder struct {
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-func newRecorder(w http.ResponseWriter, limit int64, tx bool) *recorder {
-	return &recorder{w: w, header: make(http.Header, 4), limit: limit, tx: tx, body: bufPool.Get().(*bytes.Buffer)}
+// init readies a recorder in place: it lives in a request's exchange.
+func (r *recorder) init(w http.ResponseWriter, limit int64, tx bool) {
+	*r = recorder{w: w, header: make(http.Header, 4), limit: limit, tx: tx, body: bufPool.Get().(*bytes.Buffer)}
 }
 
 // free returns the body buffer to the pool; the recorder must not be used
@@ -136,14 +137,34 @@ var neverStored = map[string]bool{
 // response's session to whoever sends the key again.
 func DefaultReplayHeader(name string) bool { return name != "Set-Cookie" }
 
+// storableHeader returns the fields of h to store. When all of them are,
+// it is h itself, each value list clipped to its length so that an Add to
+// a replayed field copies instead of writing into the stored array; the
+// recorder's header is not used by anyone else once the response is
+// recorded. Otherwise it is a filtered copy.
 func storableHeader(h http.Header, keep func(string) bool) http.Header {
 	if len(h) == 0 {
 		return nil
 	}
+	n, all := 0, true
+	for k, v := range h {
+		n += len(v)
+		if ck := http.CanonicalHeaderKey(k); neverStored[ck] || !keep(ck) {
+			all = false
+		}
+	}
+	if all {
+		for k, v := range h {
+			h[k] = v[:len(v):len(v)]
+		}
+		return h
+	}
 	c := make(http.Header, len(h))
+	values := make([]string, 0, n) // one array for every field's values
 	for k, v := range h {
 		if ck := http.CanonicalHeaderKey(k); !neverStored[ck] && keep(ck) {
-			c[k] = append([]string(nil), v...)
+			values = append(values, v...)
+			c[k] = values[len(values)-len(v) : len(values) : len(values)]
 		}
 	}
 	return c

@@ -88,7 +88,7 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.Retention <= opts.LockTimeout {
 		return nil, fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v", opts.Retention, opts.LockTimeout)
 	}
-	r := &Runner{opts: opts, claims: claims{store: opts.Store, lock: opts.LockTimeout, logger: opts.Logger}}
+	r := &Runner{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.Logger)}
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -121,7 +121,7 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		rec, err := r.store.Claim(ctx, op.ID, jobFingerprint, owner, r.opts.LockTimeout)
 		if err != nil {
-			r.release(ctx, op.ID, owner)
+			r.release(ctx, nil, op.ID, owner)
 			return nil, false, fmt.Errorf("idempotency: claim: %w", err)
 		}
 		if rec == nil {
@@ -149,14 +149,15 @@ func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, fn func(co
 	bg := context.WithoutCancel(ctx)
 	ctx, cancel := context.WithCancelCause(opkey.With(ctx, op))
 	defer cancel(nil)
-	hb := r.keep(ctx, k, owner, cancel)
+	var hb claimKeeper
+	hb.start(&r.claims, bg, k, owner, cancel)
 	var tx Tx
 	abandon := func() {
 		hb.stop()
 		if tx != nil {
 			tx.Rollback(bg)
 		}
-		r.release(bg, k, owner)
+		r.release(bg, &hb, k, owner)
 	}
 	if r.tx != nil {
 		if tx, ctx, err = r.tx.Begin(ctx, k, owner); err != nil {
@@ -185,7 +186,7 @@ func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, fn func(co
 		}
 		return out, false, nil
 	}
-	if err := r.complete(bg, k, owner, resp, r.opts.Retention); err != nil {
+	if err := r.complete(bg, &hb, k, owner, resp, r.opts.Retention); err != nil {
 		r.log(bg, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a redelivery runs again", err)
 		return out, false, fmt.Errorf("idempotency: complete: %w", err)
 	}

@@ -1,10 +1,12 @@
 // Package redisstore keeps idempotency records in Redis, for several
-// processes behind one endpoint. Redis 6.2 or later.
+// processes behind one endpoint. Redis 7.0 or later; on 6.2 a claim is a
+// script instead of a plain command.
 //
-// Every operation is one script, atomic on the server and one round trip:
-// a claim takes a free key or reads the live record; completing, extending
-// and releasing act only while the value still names the caller's owner
-// token. A new key costs two commands (claim, complete), a replay one.
+// Every operation is one command, atomic on the server and one round trip:
+// a claim takes a free key or reads the live record (SET NX GET);
+// completing, extending and releasing are scripts that act only while the
+// value still names the caller's owner token. A new key costs two commands
+// (claim, complete), a replay one plain read.
 // Records expire by Redis's own TTL, so nothing needs sweeping. Records
 // live as long as Redis keeps them: run it with persistence if a restart
 // must not forget completed keys.
@@ -13,22 +15,24 @@ package redisstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/internal/headerjson"
 )
 
 // Store is an idempotency.Store on Redis. It is safe for concurrent use.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
+	legacy atomic.Bool // the server is older than 7.0: claim with claimScript
 }
 
 // DefaultPrefix is put before every key when New is given "".
@@ -49,6 +53,12 @@ func New(client redis.UniversalClient, prefix string) (*Store, error) {
 // once complete. Owners and fingerprints hold no '|', so the scripts check
 // ownership with a prefix comparison, and completing moves the
 // fingerprint over without Go reading it back.
+//
+// A claim is one plain command, SET NX GET (Redis 7.0): it takes a free
+// key, or returns the live value without writing. A replay is then a read
+// with no script to run. Only a claim that finds another owner's claim in
+// flight asks for the time it has left, with PTTL. On Redis 6.2, where
+// SET cannot combine NX and GET, claimScript does the same in one script.
 //
 // claimScript: take a free key (0), find it already ours (1: a repeated
 // claim), or return the live value and its remaining milliseconds.
@@ -102,7 +112,38 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock 
 	if err := checkToken("fingerprint", fingerprint); err != nil {
 		return nil, err
 	}
-	res, err := claimScript.Run(ctx, s.client, []string{s.prefix + key}, owner, fingerprint, ms(lock)).Result()
+	k := s.prefix + key
+	if s.legacy.Load() {
+		return s.claimByScript(ctx, k, fingerprint, owner, lock)
+	}
+	v, err := s.client.SetArgs(ctx, k, "f|"+owner+"|"+fingerprint, redis.SetArgs{Mode: "NX", TTL: time.Duration(ms(lock)) * time.Millisecond, Get: true}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, nil // taken
+	case err != nil && strings.Contains(err.Error(), "syntax error"):
+		s.legacy.Store(true) // NX with GET is Redis 7.0's
+		return s.claimByScript(ctx, k, fingerprint, owner, lock)
+	case err != nil:
+		return nil, fmt.Errorf("redisstore: claim: %w", err)
+	case strings.HasPrefix(v, "f|"+owner+"|"):
+		return nil, nil // ours already: a repeated claim
+	}
+	rec, err := decode(v)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: malformed record under %s: %w", k, err)
+	}
+	if rec.Response == nil {
+		// In flight under another owner: how long it may still hold. The
+		// key may have gone meanwhile; then the default Retry-After holds.
+		if pttl, err := s.client.PTTL(ctx, k).Result(); err == nil && pttl > 0 {
+			rec.Expires = time.Now().Add(pttl)
+		}
+	}
+	return rec, nil
+}
+
+func (s *Store) claimByScript(ctx context.Context, k, fingerprint, owner string, lock time.Duration) (*idempotency.Record, error) {
+	res, err := claimScript.Run(ctx, s.client, []string{k}, owner, fingerprint, ms(lock)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -117,9 +158,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock 
 	pttl, _ := pair[1].(int64)
 	rec, err := decode(v)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: malformed record under %s: %w", s.prefix+key, err)
+		return nil, fmt.Errorf("redisstore: malformed record under %s: %w", k, err)
 	}
-	if pttl > 0 {
+	if pttl > 0 && rec.Response == nil {
 		rec.Expires = time.Now().Add(time.Duration(pttl) * time.Millisecond)
 	}
 	return rec, nil
@@ -165,17 +206,16 @@ func (s *Store) Release(ctx context.Context, key, owner string) error {
 // (and t when too large), the header as JSON (which never holds a raw
 // newline), and the body's bytes as they are.
 func encode(resp *idempotency.Response) ([]byte, error) {
-	header, err := json.Marshal(resp.Header)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: complete: %w", err)
-	}
-	b := make([]byte, 0, 8+len(header)+len(resp.Body))
+	b := make([]byte, 0, 256+len(resp.Body))
 	b = strconv.AppendInt(b, int64(resp.Status), 10)
 	if resp.TooLarge {
 		b = append(b, " t"...)
 	}
 	b = append(b, '\n')
-	b = append(b, header...)
+	b, err := headerjson.Append(b, resp.Header)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: complete: %w", err)
+	}
 	b = append(b, '\n')
 	return append(b, resp.Body...), nil
 }
@@ -223,7 +263,7 @@ func decodeResponse(p []byte) (*idempotency.Response, error) {
 		return nil, fmt.Errorf("status: %w", err)
 	}
 	resp.Status, resp.TooLarge = n, string(flags) == "t"
-	if err := json.Unmarshal(header, &resp.Header); err != nil {
+	if resp.Header, err = headerjson.Parse(header); err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	if len(body) > 0 {

@@ -51,6 +51,15 @@ func newStore(t *testing.T) idempotency.Store {
 
 func TestConformance(t *testing.T) { storetest.Run(t, newStore) }
 
+// The claim script, used on Redis 6.2, keeps the same contract.
+func TestConformanceClaimScript(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) idempotency.Store {
+		s := newStore(t).(*redisstore.Store)
+		redisstore.UseClaimScript(s)
+		return s
+	})
+}
+
 func TestNewRejectsNilClient(t *testing.T) {
 	if _, err := redisstore.New(nil, ""); err == nil {
 		t.Fatal("want an error")

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/idempotency/pgstore"
+	"github.com/retryhttp/retryhttp/idempotency/redisstore"
+)
+
+// backend is a store and the raw commands that are its protocol's floor:
+// what a new key and a replay cannot do with less.
+type backend struct {
+	name  string
+	store idempotency.Store
+	// floorNew does what a new key needs at least: take the key, then
+	// write the response to it. storeKey is in the form the middleware
+	// stores (64 hex digits).
+	floorNew func(ctx context.Context, storeKey string, resp []byte) error
+	// floorRead reads the record the middleware stored under storeKey.
+	floorRead func(ctx context.Context, storeKey string) error
+	close     func()
+}
+
+// response is the stored form the floors write: the same bytes a record
+// holds, so that both sides move as much data.
+var response = func() []byte {
+	b, _ := json.Marshal(map[string]any{"status": 201, "header": map[string][]string{"Content-Type": {"application/json"}}, "body": `{"id":"ch_1"}`})
+	return b
+}()
+
+func newBackend(ctx context.Context, name, redisAddr, pgDSN string, conns int) (*backend, error) {
+	switch name {
+	case "memory":
+		return memoryBackend()
+	case "redis":
+		return redisBackend(ctx, redisAddr, conns)
+	case "postgres":
+		return postgresBackend(ctx, pgDSN, conns)
+	}
+	return nil, fmt.Errorf("unknown store %q (memory, redis, postgres)", name)
+}
+
+// memoryBackend: the floor is a map under a mutex, the least a process-
+// local store can do.
+func memoryBackend() (*backend, error) {
+	s, err := idempotency.NewMemoryStore(0)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	m := map[string][]byte{}
+	return &backend{
+		name:  "memory",
+		store: s,
+		floorNew: func(_ context.Context, k string, resp []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := m[k]; ok {
+				return errors.New("key taken")
+			}
+			m[k] = nil
+			m[k] = resp
+			return nil
+		},
+		floorRead: func(_ context.Context, k string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := m[k]; !ok {
+				// The floor reads its own map: the middleware's records
+				// live in the store. Seed on first sight.
+				m[k] = response
+			}
+			return nil
+		},
+		close: func() {},
+	}, nil
+}
+
+// redisBackend: the floor is SET NX PX then SET XX PX for a new key, GET
+// for a replay.
+func redisBackend(ctx context.Context, addr string, conns int) (*backend, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: conns, MinIdleConns: conns / 2})
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	s, err := redisstore.New(c, redisstore.DefaultPrefix)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &backend{
+		name:  "redis",
+		store: s,
+		floorNew: func(ctx context.Context, k string, resp []byte) error {
+			k = "serverbench:" + k
+			ok, err := c.SetNX(ctx, k, "f|owner|fingerprint", idempotency.DefaultLockTimeout).Result()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errors.New("key taken")
+			}
+			return c.SetXX(ctx, k, resp, idempotency.DefaultRetention).Err()
+		},
+		floorRead: func(ctx context.Context, k string) error {
+			return c.Get(ctx, redisstore.DefaultPrefix+k).Err()
+		},
+		close: func() { c.Close() },
+	}, nil
+}
+
+// postgresBackend: the floor is a plain INSERT then a plain UPDATE of the
+// same table the store uses, for a new key, and a SELECT by key for a
+// replay.
+func postgresBackend(ctx context.Context, dsn string, conns int) (*backend, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = int32(conns)
+	cfg.MinConns = int32(conns / 2)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	const table = "serverbench_idempotency"
+	s, err := pgstore.New(pool, table)
+	if err == nil {
+		err = s.Migrate(ctx)
+	}
+	if err == nil {
+		_, err = pool.Exec(ctx, "TRUNCATE "+table)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &backend{
+		name:  "postgres",
+		store: s,
+		floorNew: func(ctx context.Context, k string, resp []byte) error {
+			k = "floor:" + k
+			if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (key, fingerprint, owner, expires_at)
+VALUES ($1, 'fingerprint', 'owner', now() + interval '10 seconds')`, k); err != nil {
+				return err
+			}
+			_, err := pool.Exec(ctx, `UPDATE `+table+` SET done = true, status = 201, header = $2, body = $3,
+	expires_at = now() + interval '1 day' WHERE key = $1`, k, `{"Content-Type":["application/json"]}`, resp)
+			return err
+		},
+		floorRead: func(ctx context.Context, k string) error {
+			var status *int32
+			var header, body []byte
+			return pool.QueryRow(ctx, `SELECT status, header, body FROM `+table+` WHERE key = $1`, k).Scan(&status, &header, &body)
+		},
+		close: func() {
+			pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+			pool.Close()
+		},
+	}, nil
+}
