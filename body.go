@@ -77,6 +77,12 @@ func (b replayBody) forAttempt(n int) (io.ReadCloser, func() (io.ReadCloser, err
 	return body, b.req.GetBody, nil
 }
 
+// mayFail reports whether forAttempt can fail on a retry: only GetBody
+// can, when the body is not buffered.
+func (b replayBody) mayFail() bool {
+	return b.buf == nil && b.req.Body != nil && b.req.Body != http.NoBody
+}
+
 func (b replayBody) getBuffered() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(b.buf)), nil
 }

@@ -156,15 +156,15 @@ func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bo
 	if len(h) == 0 {
 		return ""
 	}
-	if v := h.Get("Amz-Sdk-Request"); v != "" {
+	if v := field(h, "Amz-Sdk-Request"); v != "" {
 		if n, ok := fieldInt(v, "attempt="); ok && n > 1 {
 			return stackedAWS
 		}
 	}
-	if v := h.Get("X-Stainless-Retry-Count"); v != "" && v != "0" {
+	if v := field(h, "X-Stainless-Retry-Count"); v != "" && v != "0" {
 		return stackedStainless
 	}
-	if v := h.Get("X-Goog-Api-Client"); v != "" {
+	if v := field(h, "X-Goog-Api-Client"); v != "" {
 		if n, ok := fieldInt(v, "gccl-attempt-count/"); ok && n > 1 {
 			return stackedGoogle
 		}

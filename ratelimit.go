@@ -33,7 +33,7 @@ func DefaultRetryHints() []RetryHint {
 // RetryAfterMs reads Retry-After-Ms: a wait in milliseconds, fractional
 // allowed.
 func RetryAfterMs(resp *http.Response, _ time.Time) (time.Duration, bool) {
-	v := trimOWS(resp.Header.Get("Retry-After-Ms"))
+	v := trimOWS(field(resp.Header, "Retry-After-Ms"))
 	if v == "" {
 		return 0, false
 	}
@@ -68,7 +68,7 @@ const (
 func RateLimitReset(header string, unit ResetUnit) RetryHint {
 	header = http.CanonicalHeaderKey(header)
 	return func(resp *http.Response, now time.Time) (time.Duration, bool) {
-		v := trimOWS(resp.Header.Get(header))
+		v := trimOWS(field(resp.Header, header))
 		if v == "" || !exhausted(resp, "X-Ratelimit-Remaining") {
 			return 0, false
 		}
@@ -95,7 +95,7 @@ func parseReset(v string, unit ResetUnit, now time.Time) (time.Duration, bool) {
 // exhausted reports whether a response is a rate-limit refusal: a 429, or
 // a remaining count of 0 in header.
 func exhausted(resp *http.Response, header string) bool {
-	return resp.StatusCode == http.StatusTooManyRequests || trimOWS(resp.Header.Get(header)) == "0"
+	return resp.StatusCode == http.StatusTooManyRequests || trimOWS(field(resp.Header, header)) == "0"
 }
 
 // RateLimitFields reads the IETF RateLimit header fields. The current
@@ -105,12 +105,12 @@ func exhausted(resp *http.Response, header string) bool {
 // drafts sent RateLimit-Reset: <seconds>, read when RateLimit-Remaining is 0
 // or the status is 429.
 func RateLimitFields(resp *http.Response, now time.Time) (time.Duration, bool) {
-	if v := resp.Header.Get("Ratelimit"); v != "" {
+	if v := field(resp.Header, "Ratelimit"); v != "" {
 		if d, ok := parseRateLimitField(v, resp.StatusCode == http.StatusTooManyRequests); ok {
 			return d, true
 		}
 	}
-	if v := trimOWS(resp.Header.Get("Ratelimit-Reset")); v != "" && exhausted(resp, "Ratelimit-Remaining") {
+	if v := trimOWS(field(resp.Header, "Ratelimit-Reset")); v != "" && exhausted(resp, "Ratelimit-Remaining") {
 		return parseReset(v, UnitSeconds, now)
 	}
 	return 0, false
@@ -165,8 +165,11 @@ func parseRateLimitField(v string, is429 bool) (time.Duration, bool) {
 // when neither says 0, the shortest reset, on a 429 only.
 func OpenAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
 	var longestExhausted, shortest time.Duration = -1, -1
-	for _, q := range [...]string{"Requests", "Tokens"} {
-		v := trimOWS(resp.Header.Get("X-Ratelimit-Reset-" + q))
+	for _, q := range [...]struct{ reset, remaining string }{
+		{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Requests"},
+		{"X-Ratelimit-Reset-Tokens", "X-Ratelimit-Remaining-Tokens"},
+	} {
+		v := trimOWS(field(resp.Header, q.reset))
 		if v == "" {
 			continue
 		}
@@ -174,7 +177,7 @@ func OpenAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
 		if err != nil || d < 0 {
 			continue
 		}
-		if trimOWS(resp.Header.Get("X-Ratelimit-Remaining-"+q)) == "0" {
+		if trimOWS(field(resp.Header, q.remaining)) == "0" {
 			longestExhausted = max(longestExhausted, d)
 		}
 		if shortest < 0 || d < shortest {
@@ -188,6 +191,17 @@ func OpenAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
 		return shortest, true
 	}
 	return 0, false
+}
+
+// field returns the first value of the header field named, in canonical
+// form, by name: a map lookup. Header.Get canonicalises its argument on
+// every call, which the hints would pay for on every retry, for names that
+// are constants.
+func field(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // seconds converts a count of seconds to a Duration, saturating, so a huge
@@ -205,10 +219,10 @@ func seconds(s float64) time.Duration {
 // "false"). Defer when there is none.
 func serverSignal(resp *http.Response) Decision {
 	for _, h := range [...]string{"X-Should-Retry", "Stripe-Should-Retry"} {
-		switch strings.ToLower(trimOWS(resp.Header.Get(h))) {
-		case "true":
+		switch v := trimOWS(field(resp.Header, h)); {
+		case strings.EqualFold(v, "true"):
 			return Retry
-		case "false":
+		case strings.EqualFold(v, "false"):
 			return Stop
 		}
 	}

@@ -300,7 +300,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return t.finish(req, resp, err, attempt, e.GiveUp)
 		}
 		if resp != nil {
-			last = keep(resp)
+			if circuitOf != nil || body.mayFail() {
+				// The next attempt may not be sent (the circuit opens, the
+				// body cannot be had again): keep this response to return.
+				last = keep(resp)
+			} else {
+				discard(resp)
+			}
 		}
 		if err := sleep(ctx, e.Wait); err != nil {
 			if last != nil {
@@ -443,7 +449,7 @@ func attemptRequest(req *http.Request, header http.Header, injected bool, body r
 // serverWait is how long the server asked the client to wait: its
 // Retry-After, or else what the first RetryHint reads.
 func (t *Transport) serverWait(resp *http.Response, now time.Time) (time.Duration, bool) {
-	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+	if d, ok := parseRetryAfter(field(resp.Header, "Retry-After"), now); ok {
 		return d, true
 	}
 	hints := t.RetryHints
