@@ -285,7 +285,11 @@ func TestEndToEnd(t *testing.T) {
 		Base:                 srv.Transport(),
 		InjectIdempotencyKey: true,
 		Budget:               retryhttp.NoBudget,
-		Policy:               retryhttp.Policy{MaxAttempts: 10, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond},
+		// A third of all responses are dropped, shared by 16 workers, and
+		// net/http's own resends count as attempts: with 10 attempts, one of
+		// 1,000 requests met ten drops in a row about once in 60 runs. At 25
+		// that is (1/3)^25 per request.
+		Policy: retryhttp.Policy{MaxAttempts: 25, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond},
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr}
