@@ -73,7 +73,7 @@ type Store struct {
 	pool  *pgxpool.Pool
 	table string // as given, validated
 
-	read, claim, takeover, extend, complete, release, sweep string
+	claim, takeover, extend, complete, release, sweep string
 }
 
 // New returns a Store on table ("" means DefaultTable; "schema.table" is
@@ -92,22 +92,14 @@ func New(pool *pgxpool.Pool, table string) (*Store, error) {
 	return &Store{
 		pool:  pool,
 		table: table,
-		// A claim first reads the key with a plain SELECT: a replay (or a
-		// retry that finds its key in flight) is one read that takes no
-		// lock, assigns no transaction id and waits for no WAL flush. An
-		// INSERT, even one that ends in ON CONFLICT DO NOTHING, costs the
-		// server about twice a SELECT (pgbench, 4 clients: 25-29k vs 38-50k
-		// statements/s), so the replay does not run one. A new key pays the
-		// read once more before its insert. The remaining time is computed
-		// by the database, so the two clocks need not agree.
-		read: `SELECT false, fingerprint, owner, done, status, header, body, too_large,
-	extract(epoch FROM expires_at - clock_timestamp())::float8 FROM ` + t + ` WHERE key = $1`,
-		// A key that was absent is inserted, or, when a concurrent claimer
-		// inserted it first, read in the same statement. ON CONFLICT DO
-		// NOTHING takes no row lock. The read sees the statement's snapshot:
-		// a record committed by the concurrent claimer after it began is
-		// not seen, then no row comes back and Claim asks again. $4 is
-		// microseconds.
+		// One round trip for a new key and for a live one. ON CONFLICT DO
+		// NOTHING takes no row lock and writes nothing when the key exists,
+		// so a replay is a read: it assigns no transaction id and waits for
+		// no WAL flush, and concurrent replays do not queue on the row. The
+		// read sees the statement's snapshot: a record committed by a
+		// concurrent claimer after it began is not seen, then no row comes
+		// back and Claim asks again. $4 is microseconds. The remaining time
+		// is computed by the database, so the two clocks need not agree.
 		claim: `WITH ins AS (
 	INSERT INTO ` + t + ` (key, fingerprint, owner, expires_at)
 	VALUES ($1, $2, $3, now() + $4 * interval '1 microsecond')
@@ -178,12 +170,8 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock 
 			tooLarge  bool
 			remaining float64
 		)
-		err := s.pool.QueryRow(ctx, s.read, key).
+		err := s.pool.QueryRow(ctx, s.claim, key, fingerprint, owner, lock.Microseconds()).
 			Scan(&taken, &rec.Fingerprint, &holder, &done, &status, &header, &body, &tooLarge, &remaining)
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = s.pool.QueryRow(ctx, s.claim, key, fingerprint, owner, lock.Microseconds()).
-				Scan(&taken, &rec.Fingerprint, &holder, &done, &status, &header, &body, &tooLarge, &remaining)
-		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
