@@ -13,6 +13,8 @@ import (
 	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retryhttp/retryhttp/internal/promreg"
 )
 
 // Metrics counts what Transports do, in Prometheus collectors registered on
@@ -222,21 +224,13 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 	return m, nil
 }
 
-// register registers c, or returns the collector of the same description
-// already registered.
+// register is promreg.Register with this package's error prefix.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		err = fmt.Errorf("retryhttp: NewMetrics: %w", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-		return c, fmt.Errorf("retryhttp: NewMetrics: a different collector is registered under the same name: %w", err)
-	}
-	return c, fmt.Errorf("retryhttp: NewMetrics: %w", err)
+	return c, err
 }
 
 func attemptLabel(n int) string {

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -16,6 +17,33 @@ type claims struct {
 	lock   time.Duration
 	logger *slog.Logger
 	watch  *watch
+}
+
+// claimTimes checks and completes the times a Middleware and a Runner
+// share: zero means the default, a negative is an error, and Retention
+// must exceed LockTimeout.
+func claimTimes(retention, lock, maxWait *time.Duration) error {
+	switch {
+	case *retention < 0:
+		return fmt.Errorf("idempotency: Retention %v is negative", *retention)
+	case *lock < 0:
+		return fmt.Errorf("idempotency: LockTimeout %v is negative", *lock)
+	case *maxWait < 0:
+		return fmt.Errorf("idempotency: MaxWait %v is negative", *maxWait)
+	}
+	if *retention == 0 {
+		*retention = DefaultRetention
+	}
+	if *lock == 0 {
+		*lock = DefaultLockTimeout
+	}
+	if *maxWait == 0 {
+		*maxWait = *lock
+	}
+	if *retention <= *lock {
+		return fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v: a stored result must outlive any claim, or a retry runs the work again", *retention, *lock)
+	}
+	return nil
 }
 
 func newClaims(store Store, lock time.Duration, logger *slog.Logger) claims {

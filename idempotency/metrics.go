@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retryhttp/retryhttp/internal/promreg"
 )
 
 // Results, the result label of idempotency_requests_total: one per request
@@ -81,21 +83,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// register registers c, or returns the collector of the same description
-// already registered.
+// register is promreg.Register with this package's error prefix.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		err = fmt.Errorf("idempotency: NewMetrics: %w", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-		return c, fmt.Errorf("idempotency: NewMetrics: a different collector is registered under the same name: %w", err)
-	}
-	return c, fmt.Errorf("idempotency: NewMetrics: %w", err)
+	return c, err
 }
 
 func (m *Metrics) count(r result) {

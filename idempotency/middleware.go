@@ -149,13 +149,10 @@ const (
 
 // New validates opts and returns a Middleware.
 func New(opts Options) (*Middleware, error) {
+	if err := claimTimes(&opts.Retention, &opts.LockTimeout, &opts.MaxWait); err != nil {
+		return nil, err
+	}
 	switch {
-	case opts.Retention < 0:
-		return nil, fmt.Errorf("idempotency: Retention %v is negative", opts.Retention)
-	case opts.LockTimeout < 0:
-		return nil, fmt.Errorf("idempotency: LockTimeout %v is negative", opts.LockTimeout)
-	case opts.MaxWait < 0:
-		return nil, fmt.Errorf("idempotency: MaxWait %v is negative", opts.MaxWait)
 	case opts.MaxRequestBytes < 0:
 		return nil, fmt.Errorf("idempotency: MaxRequestBytes %d is negative", opts.MaxRequestBytes)
 	case opts.MaxResponseBytes < 0:
@@ -170,15 +167,6 @@ func New(opts Options) (*Middleware, error) {
 	if opts.Scope == nil {
 		opts.Scope = AuthorizationScope
 	}
-	if opts.Retention == 0 {
-		opts.Retention = DefaultRetention
-	}
-	if opts.LockTimeout == 0 {
-		opts.LockTimeout = DefaultLockTimeout
-	}
-	if opts.MaxWait == 0 {
-		opts.MaxWait = opts.LockTimeout
-	}
 	if opts.MaxRequestBytes == 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
 	}
@@ -190,9 +178,6 @@ func New(opts Options) (*Middleware, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
-	}
-	if opts.Retention <= opts.LockTimeout {
-		return nil, fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v: a stored response must outlive any claim, or a retry runs the handler again", opts.Retention, opts.LockTimeout)
 	}
 	m := &Middleware{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.Logger)}
 	if opts.Transactional {

@@ -62,31 +62,14 @@ var ErrInFlight = errors.New("idempotency: the key is being processed elsewhere"
 
 // NewRunner validates opts and returns a Runner.
 func NewRunner(opts RunnerOptions) (*Runner, error) {
-	switch {
-	case opts.Retention < 0:
-		return nil, fmt.Errorf("idempotency: Retention %v is negative", opts.Retention)
-	case opts.LockTimeout < 0:
-		return nil, fmt.Errorf("idempotency: LockTimeout %v is negative", opts.LockTimeout)
-	case opts.MaxWait < 0:
-		return nil, fmt.Errorf("idempotency: MaxWait %v is negative", opts.MaxWait)
+	if err := claimTimes(&opts.Retention, &opts.LockTimeout, &opts.MaxWait); err != nil {
+		return nil, err
 	}
 	if opts.Store == nil {
 		opts.Store, _ = NewMemoryStore(0)
 	}
-	if opts.Retention == 0 {
-		opts.Retention = DefaultRetention
-	}
-	if opts.LockTimeout == 0 {
-		opts.LockTimeout = DefaultLockTimeout
-	}
-	if opts.MaxWait == 0 {
-		opts.MaxWait = opts.LockTimeout
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
-	}
-	if opts.Retention <= opts.LockTimeout {
-		return nil, fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v", opts.Retention, opts.LockTimeout)
 	}
 	r := &Runner{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.Logger)}
 	if opts.Transactional {

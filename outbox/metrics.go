@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retryhttp/retryhttp/internal/promreg"
 )
 
 // Metrics counts what relays do and reports what waits, per outbox table:
@@ -51,18 +53,13 @@ func NewMetrics(reg prometheus.Registerer, o *Outbox) (*Metrics, error) {
 	return m, nil
 }
 
+// register is promreg.Register with this package's error prefix.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		err = fmt.Errorf("outbox: NewMetrics: %w", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("outbox: NewMetrics: %w", err)
+	return c, err
 }
 
 var outcomeNames = [...]string{outcomeDelivered: "delivered", outcomeRetried: "retried", outcomeDead: "dead"}
