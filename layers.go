@@ -118,12 +118,15 @@ func derivedKey(ctx context.Context, op *opkey.Op, req *http.Request) string {
 	if name == "" {
 		name = "#" + strconv.Itoa(op.Next(target))
 	}
-	h := sha256.New()
-	for _, part := range []string{"retryhttp derived key v1", op.ID, target, name} {
-		io.WriteString(h, part)
-		h.Write([]byte{0})
+	var buf [256]byte // most identities fit; a longer one grows on the heap
+	b := buf[:0]
+	for _, part := range [...]string{"retryhttp derived key v1", op.ID, target, name} {
+		b = append(append(b, part...), 0)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(b)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
 
 // Signals of an upper layer's retry, the signal label of
@@ -148,7 +151,7 @@ const stackedFix = "retryhttp: retries stacked on retries: a layer above this Tr
 // upperRetry reports whether req is an upper layer's retry, and by which
 // signal; "" when it is not. key is the request's Idempotency-Key, if the
 // caller set or derived one (a random injected key never repeats).
-func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bool, window time.Duration) string {
+func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bool, now, window time.Duration) string {
 	if c.attempt > 1 {
 		return stackedRetryhttp
 	}
@@ -169,7 +172,7 @@ func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bo
 			return stackedGoogle
 		}
 	}
-	if key != "" && t.seen.repeat(key, time.Now(), window) {
+	if key != "" && t.seen.repeat(key, now, window) {
 		if derived {
 			return stackedOperation
 		}
@@ -216,20 +219,20 @@ func (t *Transport) stacked(ctx context.Context, signal string) {
 // recentKeysMax keys; past that the oldest is forgotten.
 type recentKeys struct {
 	mu   sync.Mutex
-	at   map[string]time.Time // key -> when it was last sent; guarded by mu
+	at   map[string]time.Duration // key -> when it was last sent (mono); guarded by mu
 	ring []string             // keys in the order they were added; guarded by mu
 	next int                  // the ring slot to reuse; guarded by mu
 }
 
 const recentKeysMax = 4096
 
-// repeat records key as sent at now and reports whether it was sent within
-// window before.
-func (r *recentKeys) repeat(key string, now time.Time, window time.Duration) bool {
+// repeat records key as sent at now (a mono reading) and reports whether
+// it was sent within window before.
+func (r *recentKeys) repeat(key string, now, window time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.at == nil {
-		r.at = make(map[string]time.Time)
+		r.at = make(map[string]time.Duration)
 	}
 	last, ok := r.at[key]
 	if !ok {
@@ -242,7 +245,7 @@ func (r *recentKeys) repeat(key string, now time.Time, window time.Duration) boo
 		}
 	}
 	r.at[key] = now
-	return ok && now.Sub(last) <= window
+	return ok && now-last <= window
 }
 
 // spentBody marks a response a Transport gave up on after deciding it was

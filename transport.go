@@ -205,8 +205,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case hasKey:
 		stableKey = keyOf(header)
 	}
+	start := mono()
 	if p.MaxAttempts > 1 {
-		if signal := t.upperRetry(req, c, stableKey, derived, p.MaxElapsed); signal != "" {
+		if signal := t.upperRetry(req, c, stableKey, derived, start, p.MaxElapsed); signal != "" {
 			once := *p
 			once.MaxAttempts = 1 // the layer above retries: send this once
 			p = &once
@@ -227,7 +228,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.trackOnce.Do(func() { t.Metrics.track(t.Breaker) })
 	}
 
-	start := mono()
 	budget.deposit(start)
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
