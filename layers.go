@@ -220,8 +220,8 @@ func (t *Transport) stacked(ctx context.Context, signal string) {
 type recentKeys struct {
 	mu   sync.Mutex
 	at   map[string]time.Duration // key -> when it was last sent (mono); guarded by mu
-	ring []string             // keys in the order they were added; guarded by mu
-	next int                  // the ring slot to reuse; guarded by mu
+	ring []string                 // keys in the order they were added; guarded by mu
+	next int                      // the ring slot to reuse; guarded by mu
 }
 
 const recentKeysMax = 4096
