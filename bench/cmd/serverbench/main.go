@@ -25,11 +25,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/testenv"
 )
 
 func main() {
@@ -38,8 +41,8 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds; each runs every variant once")
 	duration := flag.Duration("duration", 400*time.Millisecond, "how long each variant runs in a round")
 	keys := flag.Int("keys", 1000, "stored keys the replays cycle through")
-	redisAddr := flag.String("redis", envOr("RETRYHTTP_TEST_REDIS", "127.0.0.1:6379"), "Redis address")
-	pgDSN := flag.String("postgres", envOr("RETRYHTTP_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN")
+	redisAddr := flag.String("redis", testenv.RedisAddr(), "Redis address (default: the tests' RETRYHTTP_TEST_REDIS)")
+	pgDSN := flag.String("postgres", testenv.PostgresDSN(), "PostgreSQL DSN (default: the tests' RETRYHTTP_TEST_POSTGRES)")
 	variants := flag.String("variants", strings.Join(variantNames[:], ","), "variants to run, comma-separated")
 	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile to a file")
 	flag.Parse()
@@ -71,7 +74,7 @@ func main() {
 		}
 		cfg.run[i] = true
 	}
-	fmt.Printf("machine: %d cores; %d rounds of %v per variant; medians over rounds\n\n", numCPU(), cfg.rounds, cfg.duration)
+	fmt.Printf("machine: %d cores; %d rounds of %v per variant; medians over rounds\n\n", runtime.NumCPU(), cfg.rounds, cfg.duration)
 	for _, name := range strings.Split(*stores, ",") {
 		b, err := newBackend(ctx, strings.TrimSpace(name), *redisAddr, *pgDSN, max(64, 2*slices.Max(levels)))
 		if err != nil {
@@ -87,13 +90,6 @@ func main() {
 		}
 		rep.print(os.Stdout)
 	}
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 func parseInts(s string) ([]int, error) {
