@@ -109,6 +109,41 @@ func (c *claims) retryStore(ctx context.Context, k *claimKeeper, op func(context
 	return err
 }
 
+// claim asks the store for key on owner's behalf until the key is owner's
+// (nil, nil) or a record answers the request: a completed one, one of
+// another fingerprint, or one still in flight when waiting ends (at once
+// unless wait; otherwise after maxWait, or when ctx ends: the caller tells
+// these apart by ctx.Err()). An error is the store's; the claim is then
+// released, since it may have been taken with its reply lost, which would
+// leave the key locked with nothing running.
+func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, maxWait time.Duration, attrs ...slog.Attr) (*Record, error) {
+	var until time.Time // set when the first wait begins
+	for pause := 25 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		rec, err := c.store.Claim(ctx, key, fp, owner, c.lock)
+		if err != nil {
+			c.release(ctx, nil, key, owner, attrs...)
+			return nil, err
+		}
+		if rec == nil || rec.Fingerprint != fp || rec.Response != nil || !wait {
+			return rec, nil
+		}
+		now := time.Now()
+		if until.IsZero() {
+			until = now.Add(maxWait)
+		}
+		if now.Add(pause).After(until) {
+			return rec, nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return rec, nil
+		case <-t.C:
+		}
+	}
+}
+
 // release frees owner's claim, retrying as retryStore does. A failure is
 // logged: the claim frees itself after the lock.
 // k, if not nil, is the claim's keeper, stopped.

@@ -296,49 +296,30 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	x.op = opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
 	x.attrs = [...]slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path)}
-	op, owner := &x.op, newOwner()
-
-	ctx := r.Context()
-	var waitUntil time.Time // set when the first wait begins
-	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		rec, err := m.opts.Store.Claim(ctx, op.ID, fp, owner, m.opts.LockTimeout)
-		if err != nil {
-			// The claim may have been taken with its reply lost: release
-			// it, or the key stays locked with nothing running.
-			m.release(ctx, nil, op.ID, owner, x.attrs[:]...)
-			m.opts.Metrics.count(resStoreError)
-			m.storeError(w, r, "claim", err)
-			return
-		}
-		if rec == nil {
-			break // ours: run the handler
-		}
-		if rec.Fingerprint != fp {
-			m.opts.Metrics.count(resMismatch)
-			problem(w, http.StatusUnprocessableEntity, "Idempotency-Key reused",
-				"this key was used for a request with a different method, path, query or body")
-			return
-		}
-		if rec.Response != nil {
-			m.opts.Metrics.count(resReplayed)
-			replay(w, rec.Response)
-			return
-		}
-		if waitUntil.IsZero() {
-			waitUntil = time.Now().Add(m.opts.MaxWait)
-		}
-		if !m.opts.WaitForResult || time.Now().Add(wait).After(waitUntil) {
-			m.inFlight(w, rec, "a request with this Idempotency-Key is still being processed; retry later")
-			return
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			m.inFlight(w, rec, "gave up waiting for the request with this Idempotency-Key")
-			return
-		case <-t.C:
-		}
+	owner := newOwner()
+	rec, err := m.claim(r.Context(), x.op.ID, fp, owner, m.opts.WaitForResult, m.opts.MaxWait, x.attrs[:]...)
+	switch {
+	case err != nil:
+		m.opts.Metrics.count(resStoreError)
+		m.storeError(w, r, "claim", err)
+		return
+	case rec == nil:
+		// ours: run the handler
+	case rec.Fingerprint != fp:
+		m.opts.Metrics.count(resMismatch)
+		problem(w, http.StatusUnprocessableEntity, "Idempotency-Key reused",
+			"this key was used for a request with a different method, path, query or body")
+		return
+	case rec.Response != nil:
+		m.opts.Metrics.count(resReplayed)
+		replay(w, rec.Response)
+		return
+	case r.Context().Err() != nil:
+		m.inFlight(w, rec, "gave up waiting for the request with this Idempotency-Key")
+		return
+	default:
+		m.inFlight(w, rec, "a request with this Idempotency-Key is still being processed; retry later")
+		return
 	}
 	m.run(w, r, next, x, owner)
 }

@@ -294,6 +294,7 @@ func TestWaitForResult(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		assert.Equal(t, 409, rec.Code)
+		assert.Contains(t, rec.Body.String(), "gave up waiting", "the waiter's context ended the wait")
 		<-first
 	})
 }

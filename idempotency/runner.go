@@ -100,29 +100,18 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 	scope := "job\x00" + r.opts.Scope
 	op := &opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
 	owner := newOwner()
-	waitUntil := time.Now().Add(r.opts.MaxWait)
-	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		rec, err := r.store.Claim(ctx, op.ID, jobFingerprint, owner, r.opts.LockTimeout)
-		if err != nil {
-			r.release(ctx, nil, op.ID, owner)
-			return nil, false, fmt.Errorf("idempotency: claim: %w", err)
-		}
-		if rec == nil {
-			break
-		}
-		if rec.Response != nil {
-			return rec.Response.Body, true, nil
-		}
-		if time.Now().Add(wait).After(waitUntil) {
-			return nil, false, ErrInFlight
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, false, context.Cause(ctx)
-		case <-t.C:
-		}
+	rec, err := r.claim(ctx, op.ID, jobFingerprint, owner, true, r.opts.MaxWait)
+	switch {
+	case err != nil:
+		return nil, false, fmt.Errorf("idempotency: claim: %w", err)
+	case rec == nil:
+		// ours: run fn
+	case rec.Response != nil:
+		return rec.Response.Body, true, nil
+	case ctx.Err() != nil:
+		return nil, false, context.Cause(ctx)
+	default:
+		return nil, false, ErrInFlight
 	}
 	return r.run(ctx, op, owner, fn)
 }
