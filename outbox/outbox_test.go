@@ -127,6 +127,30 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+// allDelivered waits until no message of o is pending or dead.
+func allDelivered(t *testing.T, p *pgxpool.Pool, o *outbox.Outbox) {
+	t.Helper()
+	eventually(t, "all delivered", func() bool {
+		var pending int
+		p.QueryRow(context.Background(), "SELECT count(*) FROM "+tableName(o)+" WHERE status <> 'delivered'").Scan(&pending)
+		return pending == 0
+	})
+}
+
+// onceEach fails unless n distinct keys each had exactly one effect: none
+// lost, none doubled.
+func onceEach(t *testing.T, effects map[string]int, n int) {
+	t.Helper()
+	if len(effects) != n {
+		t.Fatalf("%d messages had an effect, want %d: none lost", len(effects), n)
+	}
+	for k, c := range effects {
+		if c != 1 {
+			t.Fatalf("message %s had %d effects, want 1", k, c)
+		}
+	}
+}
+
 func state(t *testing.T, o *outbox.Outbox, id string) outbox.State {
 	s, err := o.State(context.Background(), id)
 	if err != nil {
@@ -330,21 +354,10 @@ func TestConcurrentRelays(t *testing.T) {
 	for range 4 {
 		run(t, outbox.RelayOptions{Outbox: o, Batch: 16, PollInterval: 5 * time.Millisecond})
 	}
-	eventually(t, "all delivered", func() bool {
-		var pending int
-		p.QueryRow(context.Background(), "SELECT count(*) FROM "+tableName(o)+" WHERE status <> 'delivered'").Scan(&pending)
-		return pending == 0
-	})
+	allDelivered(t, p, o)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(perKey) != n {
-		t.Fatalf("%d distinct messages delivered, want %d", len(perKey), n)
-	}
-	for k, c := range perKey {
-		if c != 1 {
-			t.Fatalf("message %s delivered %d times", k, c)
-		}
-	}
+	onceEach(t, perKey, n)
 }
 
 // The relay is killed (SIGKILL) while its deliveries are at the receiver.
@@ -405,21 +418,10 @@ func TestRelayKilledMidDelivery(t *testing.T) {
 	}
 	run(t, outbox.RelayOptions{Outbox: o, Lease: time.Second, PollInterval: 20 * time.Millisecond,
 		Client: &http.Client{Timeout: 500 * time.Millisecond}})
-	eventually(t, "all delivered", func() bool {
-		var pending int
-		p.QueryRow(context.Background(), "SELECT count(*) FROM "+tableName(o)+" WHERE status <> 'delivered'").Scan(&pending)
-		return pending == 0
-	})
+	allDelivered(t, p, o)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(effects) != n {
-		t.Fatalf("%d messages had an effect, want %d: none lost", len(effects), n)
-	}
-	for k, c := range effects {
-		if c != 1 {
-			t.Fatalf("message %s had %d effects, want 1", k, c)
-		}
-	}
+	onceEach(t, effects, n)
 }
 
 // TestChildRelay is the relay TestRelayKilledMidDelivery kills.
