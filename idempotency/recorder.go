@@ -3,6 +3,7 @@ package idempotency
 import (
 	"bytes"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -149,7 +150,7 @@ func storableHeader(h http.Header, keep func(string) bool) http.Header {
 	n, all := 0, true
 	for k, v := range h {
 		n += len(v)
-		if ck := http.CanonicalHeaderKey(k); neverStored[ck] || !keep(ck) {
+		if !stored(k, keep) {
 			all = false
 		}
 	}
@@ -162,10 +163,18 @@ func storableHeader(h http.Header, keep func(string) bool) http.Header {
 	c := make(http.Header, len(h))
 	values := make([]string, 0, n) // one array for every field's values
 	for k, v := range h {
-		if ck := http.CanonicalHeaderKey(k); !neverStored[ck] && keep(ck) {
+		if stored(k, keep) {
 			values = append(values, v...)
 			c[k] = values[len(values)-len(v) : len(values) : len(values)]
 		}
 	}
 	return c
+}
+
+// stored reports whether field k is stored and replayed. A trailer set
+// after the header was written (http.TrailerPrefix+"Set-Cookie") is judged
+// by its name, as the header field it becomes on the wire.
+func stored(k string, keep func(string) bool) bool {
+	ck := http.CanonicalHeaderKey(strings.TrimPrefix(k, http.TrailerPrefix))
+	return !neverStored[ck] && keep(ck)
 }

@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("I a slow handler keeps its claim", func(t *testing.T) { testSlowHandler(t, newStore(t)) })
 	t.Run("J a claim whose reply was lost is released", func(t *testing.T) { testLostClaimReply(t, newStore(t)) })
 	t.Run("K a job runs once per key", func(t *testing.T) { testRunner(t, newStore(t)) })
+	t.Run("L the header policy covers trailers", func(t *testing.T) { testTrailers(t, newStore(t)) })
 }
 
 // short durations keep the time-based scenarios under a second of real time.
@@ -429,6 +430,43 @@ func testXKey(t *testing.T, s idempotency.Store) {
 	}
 	if c.count() != 1 {
 		t.Fatalf("%d charges, want 1", c.count())
+	}
+}
+
+// testTrailers: a Set-Cookie sent as a trailer is not replayed, like one
+// in the header; other trailers are.
+func testTrailers(t *testing.T, s idempotency.Store) {
+	m, err := idempotency.New(idempotency.Options{Store: s})
+	must(t, err)
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "ok")
+		w.Header().Set(http.TrailerPrefix+"Set-Cookie", "session=alice")
+		w.Header().Set(http.TrailerPrefix+"X-Checksum", "c1")
+	})))
+	t.Cleanup(srv.Close)
+	send := func() *http.Response {
+		req, _ := http.NewRequest("POST", srv.URL+"/charges", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "trailer-1")
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		io.ReadAll(resp.Body) // trailers arrive after the body
+		resp.Body.Close()
+		return resp
+	}
+	first := send()
+	if got := first.Trailer.Get("Set-Cookie"); got != "session=alice" {
+		t.Fatalf("first response's Set-Cookie trailer = %q, want the handler's own", got)
+	}
+	again := send()
+	if again.Header.Get(idempotency.HeaderReplayed) != "true" {
+		t.Fatal("the second request was not a replay")
+	}
+	if got := again.Trailer.Get("Set-Cookie") + again.Header.Get("Set-Cookie"); got != "" {
+		t.Fatalf("replay carries Set-Cookie %q: a replay must not hand out the first caller's session", got)
+	}
+	if got := again.Trailer.Get("X-Checksum"); got != "c1" {
+		t.Fatalf("replay's X-Checksum trailer = %q, want c1", got)
 	}
 }
 
