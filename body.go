@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // replayBody produces the request body of each attempt.
@@ -111,11 +112,24 @@ const maxDrain = 256 << 10
 // thousands of requests waiting at once cost little memory.
 const maxKeep = 64 << 10
 
+// maxDrainTime bounds the time spent draining a discarded body, since
+// bytes alone do not bound it: a server that trickles an error page (512
+// bytes every 50 ms) would hold a retry for the 25 s that 256 KiB takes.
+// At 100 ms a drain that is still reading has met a body arriving at under
+// 2.5 MB/s; a new connection (one to three round trips) is cheaper than
+// waiting for the rest, and the wait is small beside any backoff.
+const maxDrainTime = 100 * time.Millisecond
+
 // discard drains and closes the body of a response that will not be
-// returned to the caller.
+// returned to the caller, within maxDrain bytes and maxDrainTime: past
+// either the body is closed unread, which closes its connection.
 func discard(resp *http.Response) {
-	io.CopyN(io.Discard, resp.Body, maxDrain)
-	resp.Body.Close()
+	body := resp.Body
+	stop := time.AfterFunc(maxDrainTime, func() { body.Close() })
+	io.CopyN(io.Discard, body, maxDrain)
+	if stop.Stop() {
+		body.Close()
+	}
 }
 
 // keep makes a response that may still be returned after a wait readable

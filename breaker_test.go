@@ -249,9 +249,10 @@ func TestBreakerOpenedDuringWaitReturnsLastResponse(t *testing.T) {
 		done := make(chan struct{})
 		var resp *http.Response
 		var err error
+		req := newReq(t, "GET", "", nil)
 		go func() {
 			defer close(done)
-			resp, err = slow.RoundTrip(newReq(t, "GET", "", nil))
+			resp, err = slow.RoundTrip(req)
 		}()
 		time.Sleep(500 * time.Millisecond) // the first request is waiting to retry
 		other := &Transport{Base: script(status(503)), Breaker: b, Policy: Policy{MaxAttempts: 1}}
@@ -265,6 +266,7 @@ func TestBreakerOpenedDuringWaitReturnsLastResponse(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		assert.Equal(t, "attempt 1", string(body), "the kept body is readable")
 		resp.Body.Close()
+		assert.Same(t, req, resp.Request, "resp.Request is the caller's request, not an attempt's copy")
 		require.Len(t, events, 2)
 		assert.Equal(t, ReasonNone, events[0].GiveUp)
 		assert.Equal(t, ReasonCircuitOpen, events[1].GiveUp)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -127,11 +128,37 @@ func transientError(err error) (transient, nothingSent bool, trigger Trigger) {
 		}
 		return false, false, ""
 	}
+	if unprocessed, ok := goAway(err); ok {
+		return true, unprocessed, TriggerNetwork
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		return true, dial, TriggerTimeout
 	}
 	return false, false, ""
+}
+
+// goAway reports whether err is net/http's HTTP/2 client meeting a GOAWAY
+// frame, and whether the request's stream was above the frame's last
+// stream ID: such a stream was not processed (RFC 9113 §6.8), the HTTP/2
+// form of "nothing was sent", safe to send again whatever the method. A
+// stream at or below it, cut when the server closed the connection, may
+// have been processed, like a reset connection.
+//
+// net/http exports no type for these errors (its GoAwayError is
+// unexported and has no As method, and the two others are plain errors),
+// so the texts are matched: TestGoAway pins them against the real net/http,
+// so a Go release that changes them fails that test rather than retries.
+func goAway(err error) (unprocessed, ok bool) {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "http2: Transport received GOAWAY from server ErrCode:"),
+		strings.Contains(msg, "http2: Transport received Server's graceful shutdown GOAWAY"):
+		return true, true
+	case strings.Contains(msg, "http2: server sent GOAWAY and closed the connection"):
+		return false, true
+	}
+	return false, false
 }
 
 // The errno families the classifier knows; on Windows they include the

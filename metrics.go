@@ -28,7 +28,8 @@ import (
 //
 //	retryhttp_requests_total{method,outcome}   logical requests (RoundTrip calls) by final outcome
 //	retryhttp_attempts_total{attempt}          attempts sent, by number (1 = first send), counted when the request ends
-//	retryhttp_retries_total{trigger}           retries scheduled, by trigger: a status, "network", "timeout"
+//	retryhttp_retries_total{trigger}           retries scheduled, by trigger: a status of DefaultRetryStatuses,
+//	                                           "network", "timeout", or "other" for any other status
 //	retryhttp_give_ups_total{reason}           retryable failures not retried: attempts, elapsed, deadline,
 //	                                           retry_after_too_long, budget, circuit_open, body
 //	retryhttp_attempts_per_request             histogram, buckets 1..10
@@ -240,14 +241,36 @@ func attemptLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
+// triggerLabel bounds the trigger label: a server that asks for retries
+// of any status it likes (X-Should-Retry: true, a ShouldRetry hook, a
+// custom RetryStatuses) must not create a series per status. The default
+// statuses, network and timeout keep their names; the rest are "other".
+func triggerLabel(t Trigger) string {
+	switch t {
+	case TriggerNetwork, TriggerTimeout:
+		return string(t)
+	}
+	for _, s := range defaultRetryStatuses {
+		if statusTrigger(s) == t {
+			return string(t)
+		}
+	}
+	return triggerOther
+}
+
+// triggerOther is the trigger label of a retried status outside
+// DefaultRetryStatuses.
+const triggerOther = "other"
+
 func (m *Metrics) retry(u *url.URL, trigger Trigger, wait time.Duration) {
 	if m == nil {
 		return
 	}
+	label := triggerLabel(trigger)
 	if m.shared.hosts != nil {
-		m.retries.WithLabelValues(string(trigger), m.shared.hosts.label(u)).Inc()
+		m.retries.WithLabelValues(label, m.shared.hosts.label(u)).Inc()
 	} else {
-		m.retries.WithLabelValues(string(trigger)).Inc()
+		m.retries.WithLabelValues(label).Inc()
 	}
 	m.backoff.Observe(wait.Seconds())
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -347,4 +348,35 @@ func TestHostLabelBoundPerRegistry(t *testing.T) {
 	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=other"), "c and d are past the shared bound of 2")
 	_, err = NewMetrics(reg, WithHostLabel(3))
 	assert.ErrorContains(t, err, "differs")
+}
+
+// A server that asks for retries of any status it likes (X-Should-Retry:
+// true) adds one series, "other", however many statuses it sends.
+func TestTriggerLabelIsBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	var n atomic.Int32
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		i := int(n.Add(1))
+		if i%2 == 0 {
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req}, nil
+		}
+		h := http.Header{"X-Should-Retry": {"true"}}
+		return &http.Response{StatusCode: 440 + i/2, Header: h, Body: http.NoBody, Request: req}, nil
+	})
+	tr := &Transport{Base: base, Policy: noWait, Metrics: m, Budget: NoBudget}
+	for range 50 {
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		resp.Body.Close()
+	}
+	resp, err := (&Transport{Base: script(status(503), status(200)), Policy: noWait, Metrics: m}).RoundTrip(newReq(t, "GET", "", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	f := scrape(t, reg)
+	assert.Len(t, f["retryhttp_retries_total"].Metric, 2, "50 statuses outside the defaults share one series")
+	assert.Equal(t, 50.0, value(f, "retryhttp_retries_total", "trigger=other"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_retries_total", "trigger=503"))
 }

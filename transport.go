@@ -234,14 +234,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
 		areq, err := attemptRequest(req, header, injected, body, attempt, t.AttemptHeader)
 		if err != nil {
-			return t.cannotSend(ctx, req, last, err, attempt-1, ReasonBody)
+			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody)
 		}
 		var hc *hostCircuit
 		var ticket circuit.Ticket
 		if circuitOf != nil {
 			if ticket, err = circuitOf.allow(); err != nil {
 				closeRequestBody(areq)
-				return t.cannotSend(ctx, areq, last, err, attempt-1, ReasonCircuitOpen)
+				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonCircuitOpen)
 			}
 			hc = circuitOf
 		}
@@ -389,9 +389,11 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 // cannotSend ends a RoundTrip whose next attempt cannot be sent (the
 // breaker refused it, or the body cannot be re-read): the caller gets the
 // response kept from the previous attempt if there is one, and otherwise a
-// RetryError wrapping cause. It is a give-up, reported like any other.
-func (t *Transport) cannotSend(ctx context.Context, req *http.Request, last *http.Response, cause error, attempts int, reason Reason) (*http.Response, error) {
-	e := RetryEvent{Request: req, Attempt: attempts, Response: last, GiveUp: reason}
+// RetryError wrapping cause. It is a give-up, reported like any other:
+// the event names areq, the attempt that could not be sent, and the
+// caller's req is the response's Request.
+func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, last *http.Response, cause error, attempts int, reason Reason) (*http.Response, error) {
+	e := RetryEvent{Request: areq, Attempt: attempts, Response: last, GiveUp: reason}
 	if last == nil {
 		e.Err = cause
 	}
