@@ -40,6 +40,8 @@ type RetryError struct {
 	Reason Reason
 	// Err is the last attempt's error.
 	Err error
+
+	retried bool // the Transport could retry (MaxAttempts > 1): a Transport above must not
 }
 
 func (e *RetryError) Error() string {

@@ -42,14 +42,12 @@ func (t *Transport) event(ctx context.Context, e RetryEvent) {
 	if t.OnRetry != nil {
 		t.OnRetry(e)
 	}
-	if t.Logger == nil {
-		return
-	}
+	logger := t.logger()
 	level, msg := slog.LevelInfo, "retryhttp: retrying"
 	if e.GiveUp != ReasonNone {
 		level, msg = slog.LevelWarn, "retryhttp: giving up"
 	}
-	if !t.Logger.Enabled(ctx, level) {
+	if !logger.Enabled(ctx, level) {
 		return
 	}
 	// Never the body, the query string or credentials: method, host and
@@ -78,7 +76,7 @@ func (t *Transport) event(ctx context.Context, e RetryEvent) {
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
 	}
-	t.Logger.LogAttrs(ctx, level, msg, attrs...)
+	logger.LogAttrs(ctx, level, msg, attrs...)
 }
 
 func valueOrGET(m string) string {

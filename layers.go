@@ -96,12 +96,18 @@ func WithOperationKey(ctx context.Context, id string) context.Context {
 	return opkey.With(ctx, &opkey.Op{ID: id})
 }
 
-// WithCallLabel names the next calls made with ctx within their operation
-// ("charge", "send-receipt"), for the derived key. Without a label a call is
-// named by its method, host and path and its rank among the calls to that
-// target in this run (the first POST to /v1/charges, the second, ...),
-// which is stable only if the operation makes its calls in the same order
-// every time.
+// WithCallLabel names the calls made with ctx within their operation
+// ("charge", "send-receipt"), for the derived key. A labelled call's key
+// depends on the operation, the label and the call's rank among the calls
+// with that label in this run (the first "charge", the second), and not on
+// its method, host or path: replicas that reach the provider under other
+// names (localhost, an address, a regional alias), or a URL that changes
+// between runs, derive the same key, and two calls under one label get
+// two keys. Without a label a call is named by its method, host and path
+// and its rank among the calls to that target in this run (the first POST
+// to /v1/charges, the second, ...), which is stable only if the operation
+// makes its calls in the same order, to the same URLs, every time: label
+// the calls that move money.
 func WithCallLabel(ctx context.Context, label string) context.Context {
 	return context.WithValue(ctx, labelKey{}, label)
 }
@@ -112,15 +118,23 @@ type labelKey struct{}
 // hash of the operation's identity and the call's, so it is the same on
 // every run of the operation, different for every call in it, a valid key
 // (64 hex digits), and reveals nothing of the operation's own key.
+//
+// The parts hashed are a version string, the operation's ID, and the
+// call's name: its target (method, host, path) and rank among calls to it,
+// or, for a labelled call, the label and its rank among calls with it.
+// Each part is followed by a zero byte. Keys must agree across versions of
+// the library in one rolling deploy: TestDerivedKeys pins both forms.
 func derivedKey(ctx context.Context, op *opkey.Op, req *http.Request) string {
-	target := req.Method + " " + req.URL.Host + req.URL.Path
-	name, _ := ctx.Value(labelKey{}).(string)
-	if name == "" {
-		name = "#" + strconv.Itoa(op.Next(target))
+	var parts [4]string
+	if label, _ := ctx.Value(labelKey{}).(string); label != "" {
+		parts = [...]string{"retryhttp derived key v2 label", op.ID, label, strconv.Itoa(op.Next("label\x00" + label))}
+	} else {
+		target := req.Method + " " + req.URL.Host + req.URL.Path
+		parts = [...]string{"retryhttp derived key v1", op.ID, target, "#" + strconv.Itoa(op.Next(target))}
 	}
 	var buf [256]byte // most identities fit; a longer one grows on the heap
 	b := buf[:0]
-	for _, part := range [...]string{"retryhttp derived key v1", op.ID, target, name} {
+	for _, part := range parts {
 		b = append(append(b, part...), 0)
 	}
 	sum := sha256.Sum256(b)
@@ -129,35 +143,50 @@ func derivedKey(ctx context.Context, op *opkey.Op, req *http.Request) string {
 	return string(out[:])
 }
 
-// Signals of an upper layer's retry, the signal label of
-// retryhttp_stacked_retries_total.
+// stackedSignals are the signals of an upper layer's retry: the signal
+// label of retryhttp_stacked_retries_total, and the warning a Transport
+// logs the first time it meets each, which names the fix only where the
+// signal names the layer.
+var stackedSignals = [...]struct{ name, warning string }{
+	stackedRetryhttp: {"retryhttp", "retryhttp: two Transports on one path: the one nearest the network retries under its own Policy, " +
+		"the one above does not retry what it gave up on; remove one of them"},
+	stackedKey: {"idempotency_key", "retryhttp: the same Idempotency-Key was sent again within MaxElapsed: a layer above this Transport " +
+		"(an SDK, a job queue, the application) retried the request, so the Transport sends it once; " +
+		"if that layer is an SDK or a queue, turn its retries off, or send with retryhttp.WithoutRetries"},
+	stackedOperation: {"operation", ""}, // not a warning: see stacked
+	stackedAWS: {"amz_sdk_request", "retryhttp: aws-sdk-go-v2 retries over this Transport (amz-sdk-request: attempt > 1), so the Transport " +
+		"sends its retries once; turn them off: config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} })"},
+	stackedStainless: {"stainless", "retryhttp: an OpenAI or Anthropic SDK retries over this Transport (X-Stainless-Retry-Count > 0), so the " +
+		"Transport sends its retries once; turn them off: option.WithMaxRetries(0)"},
+	stackedGoogle: {"google", "retryhttp: a Google Cloud client retries over this Transport (gccl-attempt-count > 1), so the Transport " +
+		"sends its retries once; turn its retries off (storage: Retryer(storage.WithPolicy(storage.RetryNever)))"},
+}
+
+// stackedSignal indexes stackedSignals.
+type stackedSignal uint8
+
 const (
-	stackedRetryhttp = "retryhttp"       // a Transport above is retrying this request
-	stackedKey       = "idempotency_key" // the caller's Idempotency-Key again within the retry window
-	stackedOperation = "operation"       // a derived key again: the operation was retried (its handler ran again)
-	stackedAWS       = "amz_sdk_request" // aws-sdk-go-v2: amz-sdk-request: attempt=N, N > 1
-	stackedStainless = "stainless"       // OpenAI, Anthropic SDKs: X-Stainless-Retry-Count > 0
-	stackedGoogle    = "google"          // Google Cloud clients: x-goog-api-client gccl-attempt-count/N, N > 1
+	stackedNone      stackedSignal = iota
+	stackedRetryhttp               // a Transport above is retrying this request, or one below gave up on it
+	stackedKey                     // the caller's Idempotency-Key again within the retry window
+	stackedOperation               // a derived key again: the operation was retried (its handler ran again)
+	stackedAWS                     // aws-sdk-go-v2: amz-sdk-request: attempt=N, N > 1
+	stackedStainless               // OpenAI, Anthropic SDKs: X-Stainless-Retry-Count > 0
+	stackedGoogle                  // Google Cloud clients: x-goog-api-client gccl-attempt-count/N, N > 1
 )
 
-// stackedFix is the warning a Transport logs the first time it meets a
-// retry of an upper layer: what to set instead.
-const stackedFix = "retryhttp: retries stacked on retries: a layer above this Transport retried a request it also retries; " +
-	"the Transport now sends such repeats once, but turn the other layer's retries off: " +
-	"stripe-go BackendConfig{MaxNetworkRetries: stripe.Int64(0)}, " +
-	"aws-sdk-go-v2 config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }), " +
-	"openai-go and anthropic-sdk-go option.WithMaxRetries(0), a second retryhttp.Transport: remove one"
+func (s stackedSignal) String() string { return stackedSignals[s].name }
 
 // upperRetry reports whether req is an upper layer's retry, and by which
 // signal; "" when it is not. key is the request's Idempotency-Key, if the
 // caller set or derived one (a random injected key never repeats).
-func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bool, now, window time.Duration) string {
+func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bool, now, window time.Duration) stackedSignal {
 	if c.attempt > 1 {
 		return stackedRetryhttp
 	}
 	h := req.Header
 	if len(h) == 0 {
-		return ""
+		return stackedNone
 	}
 	if v := field(h, "Amz-Sdk-Request"); v != "" {
 		if n, ok := fieldInt(v, "attempt="); ok && n > 1 {
@@ -178,7 +207,7 @@ func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bo
 		}
 		return stackedKey
 	}
-	return ""
+	return stackedNone
 }
 
 // fieldInt reads the integer after prefix in v.
@@ -196,22 +225,22 @@ func fieldInt(v, prefix string) (int, bool) {
 	return n, err == nil
 }
 
-// stacked counts an upper layer's retry, and warns once per Transport that
-// two layers retry the same call. A retried operation is not that: its
-// handler ran again, and the call was made anew (sent once all the same,
-// so that the operation's retries and the Transport's do not multiply).
-func (t *Transport) stacked(ctx context.Context, signal string) {
-	t.Metrics.stackedRetry(signal)
+// stacked counts an upper layer's retry, and warns once per Transport and
+// signal that two layers retry the same call. A retried operation is not
+// that: its handler ran again (the inbound client retried it) and made the
+// call anew; the call is sent once all the same, so that the operation's
+// retries and the Transport's do not multiply, and is counted, but it is
+// the design working, not a setting to fix.
+func (t *Transport) stacked(ctx context.Context, signal stackedSignal) {
+	t.Metrics.stackedRetry(signal.String())
 	if signal == stackedOperation {
 		return
 	}
-	t.stackWarn.Do(func() {
-		logger := t.Logger
-		if logger == nil {
-			logger = slog.Default()
-		}
-		logger.LogAttrs(ctx, slog.LevelWarn, stackedFix, slog.String("signal", signal))
-	})
+	bit := uint32(1) << signal
+	if t.stackWarned.Load()&bit != 0 || t.stackWarned.Or(bit)&bit != 0 {
+		return
+	}
+	t.logger().LogAttrs(ctx, slog.LevelWarn, stackedSignals[signal].warning, slog.String("signal", signal.String()))
 }
 
 // recentKeys remembers the keys a Transport sent within the retry window,
@@ -253,14 +282,14 @@ func (r *recentKeys) repeat(key string, now, window time.Duration) bool {
 type spentBody struct{ io.ReadCloser }
 
 // spent reports whether resp or err comes from a Transport below that
-// already retried (or decided against retrying) it.
+// retries and gave up on it.
 func spent(resp *http.Response, err error) bool {
 	if resp != nil {
 		_, ok := resp.Body.(*spentBody)
 		return ok
 	}
 	var re *RetryError
-	return errors.As(err, &re)
+	return errors.As(err, &re) && re.retried
 }
 
 // keyOf returns the request's key as sent.

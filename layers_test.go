@@ -63,6 +63,7 @@ func TestDerivedKeys(t *testing.T) {
 		post(WithCallLabel(ctx, "receipt"), tr, "https://mail.test/send")
 	})
 	assert.Equal(t, first[3], labelled[0], "a labelled call's key does not depend on the calls before it")
+	assert.Equal(t, "385b40c5aba5a4d8691b0c60a4e6f0d6c79c6c57f55c176a43f5f53918a9cc86", labelled[0], "the first call labelled receipt in op-1: SHA-256 of \"retryhttp derived key v2 label\", \"op-1\", \"receipt\", \"1\", each followed by a zero byte")
 
 	// WithOperationKey, for jobs and messages.
 	a := run("", func(_ context.Context, tr *Transport) {
@@ -76,6 +77,33 @@ func TestDerivedKeys(t *testing.T) {
 	c := run("", func(_ context.Context, tr *Transport) { post(context.Background(), tr, "https://pay.test/v1/charges") })
 	d := run("", func(_ context.Context, tr *Transport) { post(context.Background(), tr, "https://pay.test/v1/charges") })
 	assert.NotEqual(t, c, d)
+}
+
+// A labelled call's key does not depend on the URL it is sent to, so two
+// replicas that name the provider differently, or a URL changed between
+// runs, derive one key; two calls under one label derive two.
+func TestLabelledKeysIgnoreTheTarget(t *testing.T) {
+	keys := func(urls ...string) []string {
+		base := script(status(201))
+		tr := &Transport{Base: base, InjectIdempotencyKey: true}
+		ctx := WithCallLabel(WithOperationKey(context.Background(), "order-42"), "charge")
+		for _, u := range urls {
+			req, _ := http.NewRequestWithContext(ctx, "POST", u, strings.NewReader("x"))
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		var out []string
+		for _, c := range base.seen() {
+			out = append(out, c.header.Get("Idempotency-Key"))
+		}
+		return out
+	}
+	a := keys("http://127.0.0.1:8080/v1/charges", "http://127.0.0.1:8080/v1/charges")
+	b := keys("http://localhost:8080/v1/charges", "https://eu.pay.test/v2/charges")
+	require.Len(t, a, 2)
+	assert.Equal(t, a, b, "replicas and URL changes agree")
+	assert.NotEqual(t, a[0], a[1], "two calls under one label are two operations downstream")
 }
 
 // #13.2: two Transports on one path do not multiply: the one below retries,
@@ -117,6 +145,52 @@ func TestNestedTransportsRetryOnce(t *testing.T) {
 	})
 }
 
+// Two Transports that both retry: the one nearest the network retries under
+// its Policy, the one above counts the stacking and warns once. One that
+// sends once leaves the retrying to the one above, whose Policy applies.
+func TestNestedTransportsAreDetected(t *testing.T) {
+	t.Run("both retry", func(t *testing.T) {
+		var logs bytes.Buffer
+		reg := prometheus.NewRegistry()
+		m, _ := NewMetrics(reg)
+		base := script(status(503))
+		inner := &Transport{Base: base, Policy: noWait, Budget: NoBudget}
+		outer := &Transport{Base: inner, Policy: noWait, Budget: NoBudget, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		for range 2 {
+			resp, err := outer.RoundTrip(newReq(t, "GET", "", nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Equal(t, 2*4, base.attempts(), "the inner Policy: 4 attempts a request")
+		assert.Equal(t, 2.0, value(scrape(t, reg), "retryhttp_stacked_retries_total", "signal=retryhttp"))
+		assert.Equal(t, 1, strings.Count(logs.String(), "two Transports on one path"), "one warning")
+	})
+	t.Run("the inner sends once", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, _ := NewMetrics(reg)
+		base := script(status(503))
+		inner := &Transport{Base: base, Policy: Policy{MaxAttempts: 1}, Budget: NoBudget, Metrics: m, Logger: slog.New(slog.DiscardHandler)}
+		outer := &Transport{Base: inner, Policy: noWait, Budget: NoBudget, Metrics: m}
+		resp, err := outer.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 4, base.attempts(), "the outer Policy applies")
+		assert.Equal(t, -1.0, value(scrape(t, reg), "retryhttp_stacked_retries_total", "signal=retryhttp"), "one retry layer: nothing stacked")
+	})
+}
+
+// A nil Logger means slog.Default(), as everywhere in the library.
+func TestNilLoggerIsDefault(t *testing.T) {
+	var logs bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer slog.SetDefault(old)
+	resp, err := (&Transport{Base: script(status(503), status(200)), Policy: noWait}).RoundTrip(newReq(t, "GET", "", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Contains(t, logs.String(), "retryhttp: retrying")
+}
+
 // #13.2: an SDK that retries on its own over a Transport: S upper attempts
 // over R Transport attempts make R + S − 1 sends, not R × S.
 func TestStackedSDKRetries(t *testing.T) {
@@ -131,19 +205,21 @@ func TestStackedSDKRetries(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name, signal string
-		mark         func(h http.Header, attempt int)
+		name   string
+		signal stackedSignal
+		fix    string // what the warning tells the user to set
+		mark   func(h http.Header, attempt int)
 	}{
-		{"stripe-go: one key across its retries", stackedKey, func(h http.Header, _ int) { h.Set("Idempotency-Key", "stripe-key") }},
-		{"aws-sdk-go-v2: amz-sdk-request", stackedAWS, func(h http.Header, a int) {
+		{"stripe-go: one key across its retries", stackedKey, "WithoutRetries", func(h http.Header, _ int) { h.Set("Idempotency-Key", "stripe-key") }},
+		{"aws-sdk-go-v2: amz-sdk-request", stackedAWS, "aws.NopRetryer", func(h http.Header, a int) {
 			h.Set("Idempotency-Key", fmt.Sprint("k", a))
 			h.Set("Amz-Sdk-Request", fmt.Sprintf("attempt=%d; max=3", a))
 		}},
-		{"Stainless SDKs: X-Stainless-Retry-Count", stackedStainless, func(h http.Header, a int) {
+		{"Stainless SDKs: X-Stainless-Retry-Count", stackedStainless, "option.WithMaxRetries(0)", func(h http.Header, a int) {
 			h.Set("Idempotency-Key", fmt.Sprint("k", a))
 			h.Set("X-Stainless-Retry-Count", fmt.Sprint(a-1))
 		}},
-		{"Google clients: gccl-attempt-count", stackedGoogle, func(h http.Header, a int) {
+		{"Google clients: gccl-attempt-count", stackedGoogle, "storage.RetryNever", func(h http.Header, a int) {
 			h.Set("Idempotency-Key", fmt.Sprint("k", a))
 			h.Set("X-Goog-Api-Client", fmt.Sprintf("gl-go/1.25 gccl-invocation-id/x gccl-attempt-count/%d", a))
 		}},
@@ -157,9 +233,23 @@ func TestStackedSDKRetries(t *testing.T) {
 				tr := &Transport{Base: base, Budget: NoBudget, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 				sdk(t, tr, 3, tc.mark)
 				assert.Equal(t, 4+3-1, base.attempts(), "R + S − 1")
-				assert.Equal(t, 2.0, value(scrape(t, reg), "retryhttp_stacked_retries_total", "signal="+tc.signal))
-				assert.Equal(t, 1, strings.Count(logs.String(), "retries stacked on retries"), "one warning")
-				assert.Contains(t, logs.String(), "MaxNetworkRetries", "naming the fix")
+				assert.Equal(t, 2.0, value(scrape(t, reg), "retryhttp_stacked_retries_total", "signal="+tc.signal.String()))
+				var warnings []string
+				for _, line := range strings.Split(logs.String(), "\n") {
+					if strings.Contains(line, " signal=") {
+						warnings = append(warnings, line)
+					}
+				}
+				require.Len(t, warnings, 1, "one warning")
+				assert.Contains(t, warnings[0], "signal="+tc.signal.String(), "naming the signal it saw")
+				assert.Contains(t, warnings[0], tc.fix, "naming the fix")
+				if tc.signal == stackedKey {
+					// A repeated key proves no SDK: the application may have
+					// sent it again itself.
+					for _, sdk := range []string{"stripe", "aws", "OpenAI", "Google"} {
+						assert.NotContains(t, warnings[0], sdk)
+					}
+				}
 			})
 		})
 	}

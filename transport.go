@@ -126,10 +126,13 @@ type Transport struct {
 	// (see NewMetrics). nil counts nothing at no cost.
 	Metrics *Metrics
 
-	// Logger, if set, gets one Info record per retry and one Warn record per
+	// Logger gets one Info record per retry and one Warn record per
 	// give-up (see Reason.GaveUp), with method, host, path, attempt,
 	// trigger, wait or give_up, and any Idempotency-Key; never bodies, query
-	// strings or credentials.
+	// strings or credentials; and one Warn record per kind of stacked retry
+	// it meets (see the README's "One retry layer"). nil means
+	// slog.Default(), as for every Logger in this library; a Logger on
+	// slog.DiscardHandler is silent.
 	Logger *slog.Logger
 
 	// OnRetry, if set, is called on every retry decision and every give-up,
@@ -142,7 +145,16 @@ type Transport struct {
 	resolved    atomic.Pointer[resolvedPolicy] // Policy with its defaults, resolved once
 	lastCircuit atomic.Pointer[circuitCache]   // the Breaker circuit of the last host called
 	trackOnce   sync.Once
-	stackWarn   sync.Once
+	stackWarned atomic.Uint32 // a bit per stackedSignal warned about
+}
+
+// logger is Logger, or slog.Default() when it is nil: the rule of every
+// type in this module and its integrations.
+func (t *Transport) logger() *slog.Logger {
+	if t.Logger != nil {
+		return t.Logger
+	}
+	return slog.Default()
 }
 
 func (t *Transport) baseTransport() http.RoundTripper {
@@ -206,8 +218,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		stableKey = keyOf(header)
 	}
 	start := mono()
-	if p.MaxAttempts > 1 {
-		if signal := t.upperRetry(req, c, stableKey, derived, start, p.MaxElapsed); signal != "" {
+	if p.MaxAttempts > 1 { // a Transport that sends once stacks on nothing
+		if signal := t.upperRetry(req, c, stableKey, derived, start, p.MaxElapsed); signal != stackedNone {
 			once := *p
 			once.MaxAttempts = 1 // the layer above retries: send this once
 			p = &once
@@ -234,14 +246,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
 		areq, err := attemptRequest(req, header, injected, body, attempt, t.AttemptHeader)
 		if err != nil {
-			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody)
+			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody, p)
 		}
 		var hc *hostCircuit
 		var ticket circuit.Ticket
 		if circuitOf != nil {
 			if ticket, err = circuitOf.allow(); err != nil {
 				closeRequestBody(areq)
-				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonCircuitOpen)
+				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonCircuitOpen, p)
 			}
 			hc = circuitOf
 		}
@@ -267,7 +279,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		retry, stop, trigger := t.decide(areq, resp, err, replayable && body.replayable, body.replayable, hasKey)
 		if !retry {
-			return t.finish(req, resp, err, attempt, stop)
+			if stop == ReasonNotRetryable && trigger != "" && spent(resp, err) {
+				// A Transport below retried this under its own Policy and
+				// gave up: two retry layers on one path.
+				t.stacked(ctx, stackedRetryhttp)
+			}
+			return t.finish(req, resp, err, attempt, stop, p)
 		}
 		e := RetryEvent{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
 		now := mono()
@@ -297,7 +314,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		t.event(ctx, e)
 		if e.GiveUp != ReasonNone {
-			return t.finish(req, resp, err, attempt, e.GiveUp)
+			return t.finish(req, resp, err, attempt, e.GiveUp, p)
 		}
 		if resp != nil {
 			if circuitOf != nil || body.mayFail() {
@@ -312,7 +329,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if last != nil {
 				discard(last)
 			}
-			return t.finish(req, nil, err, attempt, ReasonCanceled)
+			return t.finish(req, nil, err, attempt, ReasonCanceled, p)
 		}
 	}
 }
@@ -371,8 +388,11 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 		if d == Defer && resp.StatusCode >= 400 {
 			d = serverSignal(resp)
 		}
-		if d == Stop || d == Defer && !t.retryableStatus(resp.StatusCode, hasKey) || !safe || spent(resp, nil) {
+		if d == Stop || d == Defer && !t.retryableStatus(resp.StatusCode, hasKey) || !safe {
 			return false, ReasonNotRetryable, ""
+		}
+		if spent(resp, nil) {
+			return false, ReasonNotRetryable, statusTrigger(resp.StatusCode)
 		}
 		return true, ReasonNone, statusTrigger(resp.StatusCode)
 	}
@@ -392,22 +412,26 @@ func (t *Transport) decide(req *http.Request, resp *http.Response, err error, sa
 // RetryError wrapping cause. It is a give-up, reported like any other:
 // the event names areq, the attempt that could not be sent, and the
 // caller's req is the response's Request.
-func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, last *http.Response, cause error, attempts int, reason Reason) (*http.Response, error) {
+func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, last *http.Response, cause error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
 	e := RetryEvent{Request: areq, Attempt: attempts, Response: last, GiveUp: reason}
 	if last == nil {
 		e.Err = cause
 	}
 	t.event(ctx, e)
-	return t.finish(req, last, e.Err, attempts, reason)
+	return t.finish(req, last, e.Err, attempts, reason, p)
 }
 
-// finish returns an attempt's outcome to the caller and counts it.
-func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason) (*http.Response, error) {
+// finish returns an attempt's outcome to the caller and counts it. What a
+// Transport that retries (p allows more than one attempt) gave up on is
+// marked spent, so that a Transport above does not retry it again; one
+// that sends once leaves the retrying to the layer above.
+func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
 	t.Metrics.request(req, resp, err, reason, attempts)
+	retried := p.MaxAttempts > 1
 	if err != nil {
-		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err}
+		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err, retried: retried}
 	}
-	if reason.GaveUp() {
+	if retried && reason.GaveUp() {
 		// A Transport above must not retry what this one gave up on.
 		resp.Body = &spentBody{resp.Body}
 	}
