@@ -13,16 +13,18 @@ import (
 // recording or releasing it afterwards in a way that survives the store's
 // transient errors.
 type claims struct {
-	store  Store
-	lock   time.Duration
-	logger *slog.Logger
-	watch  *watch
+	store   Store
+	lock    time.Duration
+	timeout time.Duration // one store call's bound (StoreTimeout)
+	logger  *slog.Logger
+	watch   *watch
 }
 
 // claimTimes checks and completes the times a Middleware and a Runner
-// share: zero means the default, a negative is an error, and Retention
-// must exceed LockTimeout.
-func claimTimes(retention, lock, maxWait *time.Duration) error {
+// share: zero means the default, a negative is an error, Retention must
+// exceed LockTimeout, and a store call must be able to end well within a
+// claim's lock (StoreTimeout at most LockTimeout/3, the extension period).
+func claimTimes(retention, lock, maxWait, timeout *time.Duration) error {
 	switch {
 	case *retention < 0:
 		return fmt.Errorf("idempotency: Retention %v is negative", *retention)
@@ -30,7 +32,10 @@ func claimTimes(retention, lock, maxWait *time.Duration) error {
 		return fmt.Errorf("idempotency: LockTimeout %v is negative", *lock)
 	case *maxWait < 0:
 		return fmt.Errorf("idempotency: MaxWait %v is negative", *maxWait)
+	case *timeout < 0:
+		return fmt.Errorf("idempotency: StoreTimeout %v is negative", *timeout)
 	}
+	explicit := *timeout != 0
 	if *retention == 0 {
 		*retention = DefaultRetention
 	}
@@ -43,20 +48,32 @@ func claimTimes(retention, lock, maxWait *time.Duration) error {
 	if *retention <= *lock {
 		return fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v: a stored result must outlive any claim, or a retry runs the work again", *retention, *lock)
 	}
+	if !explicit {
+		*timeout = min(DefaultStoreTimeout, 2*(*lock/6)) // lock/3, a whole number of the watch's periods
+	}
+	if *timeout > *lock/3 {
+		return fmt.Errorf("idempotency: StoreTimeout %v must be at most LockTimeout/3 (%v): an extension must be able to fail and be tried again before the claim lapses", *timeout, *lock/3)
+	}
 	return nil
 }
 
-func newClaims(store Store, lock time.Duration, logger *slog.Logger) claims {
-	return claims{store: store, lock: lock, logger: logger, watch: newWatch(lock)}
+// DefaultStoreTimeout bounds one store call when StoreTimeout is 0 (or
+// LockTimeout/3, if that is shorter): a stalled store answers 503 within
+// it, before the handler runs.
+const DefaultStoreTimeout = 2 * time.Second
+
+func newClaims(store Store, lock, timeout time.Duration, logger *slog.Logger) claims {
+	return claims{store: store, lock: lock, timeout: timeout, logger: logger, watch: newWatch(lock, timeout)}
 }
 
 // Store operations after the work ran are retried: a pooled connection
 // that died in a failover, a reply lost in a network blip must not leave a
-// key locked or unrecorded. storeAttempts and storeDeadline bound it.
+// key locked or unrecorded. storeAttempts and storeDeadline bound it; each
+// try is bounded by StoreTimeout, so a hung connection does not hold the
+// rest.
 const (
 	storeAttempts = 6
 	storeDeadline = 5 * time.Second
-	storeTryLimit = 2 * time.Second // one try's bound, so a hung connection does not hold the rest
 )
 
 // retryStore runs op until it succeeds, returns ErrNotOwner, or
@@ -83,7 +100,7 @@ func (c *claims) retryStore(ctx context.Context, k *claimKeeper, op func(context
 			tctx, cancel = context.WithCancel(ctx)
 			c.watch.bound(k, cancel)
 		} else {
-			end := time.Now().Add(storeTryLimit)
+			end := time.Now().Add(c.timeout)
 			if !deadline.IsZero() && deadline.Before(end) {
 				end = deadline
 			}
@@ -113,32 +130,39 @@ func (c *claims) retryStore(ctx context.Context, k *claimKeeper, op func(context
 // (nil, nil) or a record answers the request: a completed one, one of
 // another fingerprint, or one still in flight when waiting ends (at once
 // unless wait; otherwise after maxWait, or when ctx ends: the caller tells
-// these apart by ctx.Err()). An error is the store's; the claim is then
-// released, since it may have been taken with its reply lost, which would
-// leave the key locked with nothing running.
-func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, maxWait time.Duration, attrs ...slog.Attr) (*Record, error) {
+// these apart by ctx.Err()). Each Claim is bounded by StoreTimeout. An
+// error is the store's; the claim is then released in the background (it
+// may have been taken with its reply lost, which would leave the key
+// locked with nothing running), so the error is answered at once.
+//
+// sent is when the successful Claim was sent: the claim holds until at
+// least sent + lock, on this process's monotonic clock.
+func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, maxWait time.Duration, attrs ...slog.Attr) (rec *Record, sent time.Time, err error) {
 	var until time.Time // set when the first wait begins
 	for pause := 25 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		rec, err := c.store.Claim(ctx, key, fp, owner, c.lock)
+		sent = time.Now()
+		tctx, cancel := context.WithDeadline(ctx, sent.Add(c.timeout))
+		rec, err := c.store.Claim(tctx, key, fp, owner, c.lock)
+		cancel()
 		if err != nil {
-			c.release(ctx, nil, key, owner, attrs...)
-			return nil, err
+			go c.release(context.WithoutCancel(ctx), nil, key, owner, attrs...)
+			return nil, sent, err
 		}
 		if rec == nil || rec.Fingerprint != fp || rec.Response != nil || !wait {
-			return rec, nil
+			return rec, sent, nil
 		}
 		now := time.Now()
 		if until.IsZero() {
 			until = now.Add(maxWait)
 		}
 		if now.Add(pause).After(until) {
-			return rec, nil
+			return rec, sent, nil
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return rec, nil
+			return rec, sent, nil
 		case <-t.C:
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -317,7 +318,7 @@ func (s *hangingStore) Complete(ctx context.Context, key, owner string, resp *Re
 }
 
 // A store call that hangs after the handler ran is cancelled by the watch
-// after storeTryLimit (within half of it more) and tried again: the
+// after DefaultStoreTimeout (within half of it more) and tried again: the
 // response is recorded and the client gets it. The watch's timer stops
 // once nothing is in flight.
 func TestHungCompleteIsBounded(t *testing.T) {
@@ -328,8 +329,8 @@ func TestHungCompleteIsBounded(t *testing.T) {
 		h := m.Handler(c.handler(201))
 		assert.Equal(t, 201, call(h, "POST", "k", `{}`, nil).Code)
 		require.Len(t, s.tries, 2, "the hung try was cancelled and the next one recorded the response")
-		assert.GreaterOrEqual(t, s.tries[0], storeTryLimit)
-		assert.LessOrEqual(t, s.tries[0], storeTryLimit*3/2)
+		assert.GreaterOrEqual(t, s.tries[0], DefaultStoreTimeout)
+		assert.LessOrEqual(t, s.tries[0], DefaultStoreTimeout*3/2)
 		assert.Equal(t, "true", call(h, "POST", "k", `{}`, nil).Header().Get(HeaderReplayed))
 		assert.Equal(t, 1, c.count())
 
@@ -343,12 +344,111 @@ func TestHungCompleteIsBounded(t *testing.T) {
 
 // The watch's counts keep the promises its doc makes, for lock times from
 // a millisecond to a day: claims extended at least every lock/3, store
-// calls cancelled between storeTryLimit and 1.5 times it.
+// calls cancelled between StoreTimeout and 1.5 times it.
 func TestWatchSizing(t *testing.T) {
 	for _, lock := range []time.Duration{time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, DefaultLockTimeout, time.Minute, 24 * time.Hour} {
-		w := newWatch(lock)
+		timeout := min(DefaultStoreTimeout, 2*(lock/6))
+		w := newWatch(lock, timeout)
 		assert.LessOrEqual(t, time.Duration(w.extendTicks)*w.period, lock/3, "lock %v: extended late", lock)
-		assert.GreaterOrEqual(t, time.Duration(w.tryTicks-1)*w.period, storeTryLimit, "lock %v: store call cut short", lock)
-		assert.LessOrEqual(t, time.Duration(w.tryTicks)*w.period, storeTryLimit*3/2, "lock %v: store call bounded late", lock)
+		assert.GreaterOrEqual(t, time.Duration(w.tryTicks-1)*w.period, timeout, "lock %v: store call cut short", lock)
+		assert.LessOrEqual(t, time.Duration(w.tryTicks)*w.period, timeout*3/2, "lock %v: store call bounded late", lock)
 	}
+}
+
+// stalledStore stops answering (every call hangs until its context ends)
+// once stalled is set: a partition the process cannot see.
+type stalledStore struct {
+	Store
+	stalled atomic.Bool
+	claims  atomic.Int32 // Claims sent while stalled
+}
+
+func (s *stalledStore) hang(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *stalledStore) Claim(ctx context.Context, key, fp, owner string, lock time.Duration) (*Record, error) {
+	if s.stalled.Load() {
+		s.claims.Add(1)
+		return nil, s.hang(ctx)
+	}
+	return s.Store.Claim(ctx, key, fp, owner, lock)
+}
+
+func (s *stalledStore) Extend(ctx context.Context, key, owner string, lock time.Duration) error {
+	if s.stalled.Load() {
+		return s.hang(ctx)
+	}
+	return s.Store.Extend(ctx, key, owner, lock)
+}
+
+func (s *stalledStore) Release(ctx context.Context, key, owner string) error {
+	if s.stalled.Load() {
+		return s.hang(ctx)
+	}
+	return s.Store.Release(ctx, key, owner)
+}
+
+// A handler whose claim can no longer be shown to be held is told to stop
+// before the claim can lapse: its context is cancelled with ErrClaimLapsed
+// although the store never answered ErrNotOwner.
+func TestStalledExtensionsCancelTheHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stalledStore{Store: mem(t)}
+		const lock = 3 * time.Second
+		m := newMiddleware(t, Options{Store: s, LockTimeout: lock, Logger: quiet})
+		var cause error
+		var stoppedAfter time.Duration
+		start := time.Now()
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(500 * time.Millisecond)
+			s.stalled.Store(true) // the partition begins while the handler runs
+			select {
+			case <-r.Context().Done():
+				cause, stoppedAfter = context.Cause(r.Context()), time.Since(start)
+				w.WriteHeader(http.StatusServiceUnavailable)
+			case <-time.After(time.Minute):
+				w.WriteHeader(http.StatusCreated) // the charge a partitioned handler must not make
+			}
+		}))
+		assert.Equal(t, 503, call(h, "POST", "k", `{}`, nil).Code)
+		require.ErrorIs(t, cause, ErrClaimLapsed)
+		// The last extension that succeeded was sent at 1 s (lock/3), so the
+		// claim is held until 4 s; the handler stops before then.
+		assert.Less(t, stoppedAfter, time.Second+lock, "stopped before the claim could lapse")
+		assert.Greater(t, stoppedAfter, lock/2, "not before the extensions had a fair chance")
+		time.Sleep(2 * storeDeadline) // the release after the 503 gives up meanwhile
+	})
+}
+
+// A store that stalls before the claim answers 503 within StoreTimeout,
+// and the release sent after the failed claim does not delay that answer.
+func TestStalledClaimIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stalledStore{Store: mem(t)}
+		s.stalled.Store(true)
+		var c counter
+		m := newMiddleware(t, Options{Store: s, StoreTimeout: 500 * time.Millisecond, Logger: quiet})
+		start := time.Now()
+		rec := call(m.Handler(c.handler(201)), "POST", "k", `{}`, nil)
+		took := time.Since(start)
+		assert.Equal(t, 503, rec.Code)
+		assert.Equal(t, 500*time.Millisecond, took, "the claim's bound, and no more")
+		assert.Equal(t, 0, c.count(), "the handler never runs unprotected")
+		time.Sleep(2 * storeDeadline) // the background release gives up meanwhile
+	})
+}
+
+// StoreTimeout is checked with the other times.
+func TestStoreTimeoutValidated(t *testing.T) {
+	_, err := New(Options{StoreTimeout: -time.Second})
+	assert.ErrorContains(t, err, "StoreTimeout")
+	_, err = New(Options{LockTimeout: 3 * time.Second, StoreTimeout: 2 * time.Second})
+	assert.ErrorContains(t, err, "LockTimeout/3")
+	m, err := New(Options{LockTimeout: 600 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, 200*time.Millisecond, m.timeout, "a short lock shortens the default")
+	_, err = NewRunner(RunnerOptions{StoreTimeout: -1})
+	assert.ErrorContains(t, err, "StoreTimeout")
 }

@@ -17,11 +17,33 @@
 // unprotected.
 //
 // A claim lives while its handler runs: the middleware extends it every
-// LockTimeout/3, so a slow handler never loses its key to a retry, and
-// LockTimeout only bounds how long a process that died mid-request blocks
-// its keys. The times must nest: LockTimeout < the client's retry window
-// (retryhttp's MaxElapsed, 30 s by default) < Retention. The defaults (10 s,
-// and 24 h) do.
+// LockTimeout/3, so a slow handler keeps its key while the store answers,
+// and LockTimeout only bounds how long a process that died mid-request
+// blocks its keys. The times must nest: LockTimeout < the client's retry
+// window (retryhttp's MaxElapsed, 30 s by default) < Retention. The
+// defaults (10 s, and 24 h) do. Every store call is bounded by
+// StoreTimeout (2 s by default): a store that stalls before the claim
+// answers 503 within it.
+//
+// Fencing. When the store stops answering while a handler runs (a
+// partition, a stalled connection), the claim may lapse and a retry
+// elsewhere take the key. The middleware cannot know whether it did, so
+// once the time since the last extension that succeeded (measured on the
+// monotonic clock from when it was sent) comes within a margin of
+// LockTimeout, it cancels the handler's context with ErrClaimLapsed; an
+// answer of ErrNotOwner cancels it with that at once. What holds then:
+//   - Transactional mode is exactly-once under a partition: the handler's
+//     writes commit only with a stored response under its own claim, so a
+//     handler that lost its key rolls back.
+//   - A downstream call sent with a key derived from this request's (a
+//     retryhttp.Transport with InjectIdempotencyKey) is exactly-once if the
+//     downstream dedups by that key: the retry that took over sends the
+//     same key.
+//   - Any other effect is bounded, not prevented: a handler that checks its
+//     context before its effect does not make it once told; one that had
+//     made it before the partition, or ignores its context, makes it again
+//     when the retry runs. No fencing token is handed to the handler: the
+//     stores keep none.
 //
 // The windows that remain, and what closes them:
 //   - A store that stays unreachable after the handler ran, for longer than
@@ -95,6 +117,12 @@ type Options struct {
 	// should be shorter than the client's retry window, so that the
 	// client's retries outlast a crashed claim. 0 means DefaultLockTimeout.
 	LockTimeout time.Duration
+	// StoreTimeout bounds each store call: a claim that gets no answer in
+	// time answers 503 (the handler does not run), and an extension,
+	// completion or release is tried again. It must be at most
+	// LockTimeout/3. 0 means DefaultStoreTimeout, or LockTimeout/3 if that
+	// is shorter.
+	StoreTimeout time.Duration
 	// WaitForResult makes a request whose key is in flight wait for the
 	// first one's response (polling the store) instead of answering 409,
 	// for at most MaxWait.
@@ -149,7 +177,7 @@ const (
 
 // New validates opts and returns a Middleware.
 func New(opts Options) (*Middleware, error) {
-	if err := claimTimes(&opts.Retention, &opts.LockTimeout, &opts.MaxWait); err != nil {
+	if err := claimTimes(&opts.Retention, &opts.LockTimeout, &opts.MaxWait, &opts.StoreTimeout); err != nil {
 		return nil, err
 	}
 	switch {
@@ -179,7 +207,7 @@ func New(opts Options) (*Middleware, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	m := &Middleware{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.Logger)}
+	m := &Middleware{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.StoreTimeout, opts.Logger)}
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -297,7 +325,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	x.op = opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
 	x.attrs = [...]slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path)}
 	owner := newOwner()
-	rec, err := m.claim(r.Context(), x.op.ID, fp, owner, m.opts.WaitForResult, m.opts.MaxWait, x.attrs[:]...)
+	rec, sent, err := m.claim(r.Context(), x.op.ID, fp, owner, m.opts.WaitForResult, m.opts.MaxWait, x.attrs[:]...)
 	switch {
 	case err != nil:
 		m.opts.Metrics.count(resStoreError)
@@ -321,13 +349,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.inFlight(w, rec, "a request with this Idempotency-Key is still being processed; retry later")
 		return
 	}
-	m.run(w, r, next, x, owner)
+	m.run(w, r, next, x, owner, sent)
 }
 
 // run executes the handler under owner's claim on op.ID and stores or
 // releases the outcome. It counts one result for the request, however it
 // ends.
-func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, owner string) {
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, owner string, sent time.Time) {
 	res := resNew
 	defer func() { m.opts.Metrics.count(res) }()
 	k := x.op.ID
@@ -337,7 +365,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	ctx, cancel := context.WithCancelCause(opkey.With(r.Context(), &x.op))
 	defer cancel(nil)
 	hb := &x.keeper
-	hb.start(&m.claims, bg, k, owner, cancel, x.attrs[:]...)
+	hb.start(&m.claims, bg, k, owner, sent, cancel, x.attrs[:]...)
 	var tx Tx
 	// abandon undoes the attempt so that a retry runs the handler again:
 	// the transaction's writes, then the claim.

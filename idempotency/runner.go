@@ -44,6 +44,9 @@ type RunnerOptions struct {
 	// LockTimeout is how long a claim holds its key after its process stops
 	// extending it (it died). 0 means DefaultLockTimeout.
 	LockTimeout time.Duration
+	// StoreTimeout bounds each store call, as Options.StoreTimeout does. 0
+	// means DefaultStoreTimeout, or LockTimeout/3 if that is shorter.
+	StoreTimeout time.Duration
 	// MaxWait bounds how long Do waits for a run of the same key elsewhere
 	// to finish; then it returns ErrInFlight, for the caller to redeliver
 	// later. 0 means LockTimeout.
@@ -62,7 +65,7 @@ var ErrInFlight = errors.New("idempotency: the key is being processed elsewhere"
 
 // NewRunner validates opts and returns a Runner.
 func NewRunner(opts RunnerOptions) (*Runner, error) {
-	if err := claimTimes(&opts.Retention, &opts.LockTimeout, &opts.MaxWait); err != nil {
+	if err := claimTimes(&opts.Retention, &opts.LockTimeout, &opts.MaxWait, &opts.StoreTimeout); err != nil {
 		return nil, err
 	}
 	if opts.Store == nil {
@@ -71,7 +74,7 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	r := &Runner{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.Logger)}
+	r := &Runner{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.StoreTimeout, opts.Logger)}
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -100,7 +103,7 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 	scope := "job\x00" + r.opts.Scope
 	op := &opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
 	owner := newOwner()
-	rec, err := r.claim(ctx, op.ID, jobFingerprint, owner, true, r.opts.MaxWait)
+	rec, sent, err := r.claim(ctx, op.ID, jobFingerprint, owner, true, r.opts.MaxWait)
 	switch {
 	case err != nil:
 		return nil, false, fmt.Errorf("idempotency: claim: %w", err)
@@ -113,16 +116,16 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 	default:
 		return nil, false, ErrInFlight
 	}
-	return r.run(ctx, op, owner, fn)
+	return r.run(ctx, op, owner, sent, fn)
 }
 
-func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
+func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.Time, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
 	k := op.ID
 	bg := context.WithoutCancel(ctx)
 	ctx, cancel := context.WithCancelCause(opkey.With(ctx, op))
 	defer cancel(nil)
 	var hb claimKeeper
-	hb.start(&r.claims, bg, k, owner, cancel)
+	hb.start(&r.claims, bg, k, owner, sent, cancel)
 	var tx Tx
 	abandon := func() {
 		hb.stop()

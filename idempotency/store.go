@@ -88,6 +88,14 @@ type Response struct {
 	TooLarge bool `json:"too_large,omitempty"`
 }
 
+// ErrClaimLapsed is the cause of a handler's (or a Runner's fn's) context
+// when its claim could not be extended for nearly LockTimeout: the store
+// did not answer (a partition, a stall) or failed, and the claim may lapse
+// before the work ends, so that a retry elsewhere can take the key. The
+// work should stop before its side effect; see the package doc for what
+// holds when it does not.
+var ErrClaimLapsed = errors.New("idempotency: claim could not be extended in time; another request may take the key")
+
 // ErrNotOwner reports that a claim was lost: its lock expired and another
 // request took the key, or the request completed or released it already.
 var ErrNotOwner = errors.New("idempotency: claim no longer held by this request")

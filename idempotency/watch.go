@@ -19,6 +19,7 @@ import (
 // after it was registered; the counts below are chosen for that.
 type watch struct {
 	period      time.Duration
+	lock        time.Duration
 	extendTicks uint64 // a claim is extended every extendTicks ticks
 	tryTicks    uint64 // a store call is cancelled after tryTicks ticks
 
@@ -34,13 +35,14 @@ const never = ^uint64(0)
 
 // newWatch sizes the period so that a claim of lock is extended at least
 // every lock/3, as it always was, and a store call is cancelled between
-// storeTryLimit and 1.5 storeTryLimit.
-func newWatch(lock time.Duration) *watch {
-	p := max(min(lock/6, storeTryLimit/2), 1)
+// timeout and 1.5 timeout.
+func newWatch(lock, timeout time.Duration) *watch {
+	p := max(min(lock/6, timeout/2), 1)
 	return &watch{
 		period:      p,
+		lock:        lock,
 		extendTicks: max(2, uint64(lock/3/p)),
-		tryTicks:    uint64((storeTryLimit+p-1)/p) + 1,
+		tryTicks:    uint64((timeout+p-1)/p) + 1,
 	}
 }
 
@@ -60,13 +62,17 @@ type claimKeeper struct {
 	working    bool               // the work runs: extend the claim when due
 	extending  bool               // an extension is under way
 	cancelTry  context.CancelFunc // a store call runs: cancel it when due
+	held       time.Time          // the claim is known held until then: the last successful claim or extension's send, plus lock
+	lapsed     bool               // the work was told that the claim lapsed
 }
 
-// start begins extending owner's claim; lost is called, with ErrNotOwner,
-// if another owner turns out to hold the key. k is filled in place, so a
-// caller can keep it in a larger per-request allocation.
-func (k *claimKeeper) start(c *claims, ctx context.Context, key, owner string, lost context.CancelCauseFunc, attrs ...slog.Attr) {
-	*k = claimKeeper{c: c, ctx: ctx, key: key, owner: owner, lost: lost, attrs: attrs}
+// start begins extending owner's claim, sent (taken) at sent; lost is
+// called with ErrNotOwner if another owner turns out to hold the key, and
+// with ErrClaimLapsed if the claim cannot be shown to be held any longer.
+// k is filled in place, so a caller can keep it in a larger per-request
+// allocation.
+func (k *claimKeeper) start(c *claims, ctx context.Context, key, owner string, sent time.Time, lost context.CancelCauseFunc, attrs ...slog.Attr) {
+	*k = claimKeeper{c: c, ctx: ctx, key: key, owner: owner, lost: lost, attrs: attrs, held: sent.Add(c.lock)}
 	w := c.watch
 	w.mu.Lock()
 	k.working = true
@@ -139,13 +145,27 @@ func (w *watch) remove(k *claimKeeper) {
 	k.listed, k.prev, k.next = false, nil, nil
 }
 
-// fire is one tick: it cancels the store calls that are due and starts
-// the extensions that are.
+// fire is one tick: it cancels the store calls that are due, starts the
+// extensions that are, and stops the work whose claim may have lapsed.
+//
+// A claim is known held until the send of its last successful claim or
+// extension plus lock, on this process's monotonic clock (the store's
+// clock started counting after that send). Work still running within two
+// periods of that time is cancelled with ErrClaimLapsed, whether the
+// store answered ErrNotOwner or nothing at all: a partitioned process
+// hears nothing, and by then another request may take the key. Ticks come
+// every period, so the cancel lands between two periods and one before
+// the claim can lapse.
 func (w *watch) fire() {
-	var extend []*claimKeeper
+	var extend, lapsed []*claimKeeper
+	now := time.Now()
 	w.mu.Lock()
 	w.tick++
 	for k := w.head; k != nil; k = k.next {
+		if k.working && !k.lapsed && now.After(k.held.Add(-2*w.period)) {
+			k.lapsed = true
+			lapsed = append(lapsed, k)
+		}
 		if k.due > w.tick {
 			continue
 		}
@@ -164,6 +184,10 @@ func (w *watch) fire() {
 		w.armed = false
 	}
 	w.mu.Unlock()
+	for _, k := range lapsed {
+		k.c.log(k.ctx, slog.LevelError, "idempotency: claim could not be extended before it could lapse; the work's context is cancelled", ErrClaimLapsed, k.attrs...)
+		k.lost(ErrClaimLapsed)
+	}
 	for _, k := range extend {
 		go k.extend()
 	}
@@ -174,7 +198,8 @@ func (w *watch) fire() {
 // is told to stop.
 func (k *claimKeeper) extend() {
 	c, w := k.c, k.c.watch
-	ctx, cancel := context.WithTimeout(k.ctx, c.lock/3)
+	sent := time.Now()
+	ctx, cancel := context.WithDeadline(k.ctx, sent.Add(c.timeout))
 	err := c.store.Extend(ctx, k.key, k.owner, c.lock)
 	cancel()
 	w.mu.Lock()
@@ -186,6 +211,7 @@ func (k *claimKeeper) extend() {
 		k.due = w.tick + max(1, w.extendTicks/2)
 	default:
 		k.due = w.tick + w.extendTicks
+		k.held = sent.Add(c.lock)
 	}
 	w.mu.Unlock()
 	switch {

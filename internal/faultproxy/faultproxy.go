@@ -1,7 +1,7 @@
 // Package faultproxy is a TCP proxy for fault tests: it forwards bytes
 // between clients and one upstream server (Redis, PostgreSQL) and, when
-// told, lets a command through and loses its reply, or cuts every
-// connection, so that tests meet the failures real networks produce.
+// told, lets a command through and loses its reply, stalls every
+// connection, or cuts them all, so that tests meet the failures real networks produce.
 package faultproxy
 
 import (
@@ -15,11 +15,12 @@ type Proxy struct {
 	ln       net.Listener
 	upstream string
 
-	mu     sync.Mutex
-	armed  int // commands whose reply is to be lost
-	conns  map[*pair]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	armed   int  // commands whose reply is to be lost
+	stalled bool // a partition: bytes both ways are dropped, connections stay open
+	conns   map[*pair]struct{}
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 type pair struct {
@@ -51,6 +52,24 @@ func (p *Proxy) LoseNextReply() {
 	p.mu.Lock()
 	p.armed++
 	p.mu.Unlock()
+}
+
+// Stall starts a partition that a client cannot see: connections stay
+// open, and every byte either way is dropped, so a command sent meanwhile
+// gets no reply until the client's own timeout.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	p.stalled = true
+	p.mu.Unlock()
+}
+
+// Heal ends a Stall. The connections it held have lost bytes midstream, so
+// they are cut: clients reconnect.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	p.stalled = false
+	p.mu.Unlock()
+	p.CutAll()
 }
 
 // CutAll closes every open connection, both sides.
@@ -115,7 +134,11 @@ func (p *Proxy) up(pr *pair) {
 				p.armed--
 				pr.doomed = true
 			}
+			stalled := p.stalled
 			p.mu.Unlock()
+			if stalled {
+				continue
+			}
 			if _, werr := pr.server.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -136,10 +159,13 @@ func (p *Proxy) down(pr *pair) {
 		n, err := pr.server.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			doomed := pr.doomed
+			doomed, stalled := pr.doomed, p.stalled
 			p.mu.Unlock()
 			if doomed {
 				return // the reply is lost with the connection
+			}
+			if stalled {
+				continue
 			}
 			if _, werr := pr.client.Write(buf[:n]); werr != nil {
 				return
