@@ -133,7 +133,8 @@ func (c *claims) retryStore(ctx context.Context, k *claimKeeper, op func(context
 // these apart by ctx.Err()). Each Claim is bounded by StoreTimeout. An
 // error is the store's; the claim is then released in the background (it
 // may have been taken with its reply lost, which would leave the key
-// locked with nothing running), so the error is answered at once.
+// locked with nothing running), once and within StoreTimeout, so the error
+// is answered at once.
 //
 // sent is when the successful Claim was sent: the claim holds until at
 // least sent + lock, on this process's monotonic clock.
@@ -145,7 +146,7 @@ func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, ma
 		rec, err := c.store.Claim(tctx, key, fp, owner, c.lock)
 		cancel()
 		if err != nil {
-			go c.release(context.WithoutCancel(ctx), nil, key, owner, attrs...)
+			go c.releaseLost(context.WithoutCancel(ctx), key, owner, attrs...)
 			return nil, sent, err
 		}
 		if rec == nil || rec.Fingerprint != fp || rec.Response != nil || !wait {
@@ -175,6 +176,17 @@ func (c *claims) release(ctx context.Context, k *claimKeeper, key, owner string,
 	err := c.retryStore(ctx, k, func(ctx context.Context) error { return c.store.Release(ctx, key, owner) })
 	if err != nil {
 		c.log(ctx, slog.LevelError, "idempotency: store release failed; the key is held until LockTimeout", err, attrs...)
+	}
+}
+
+// releaseLost frees a claim that may have been taken with its reply lost:
+// one try, within StoreTimeout, since the claim frees itself after the
+// lock anyway and the request that made it has been answered already.
+func (c *claims) releaseLost(ctx context.Context, key, owner string, attrs ...slog.Attr) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := c.store.Release(ctx, key, owner); err != nil {
+		c.log(ctx, slog.LevelWarn, "idempotency: store release after a failed claim failed; the key may be held until LockTimeout", err, attrs...)
 	}
 }
 

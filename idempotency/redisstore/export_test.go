@@ -8,4 +8,6 @@ func UseClaimScript(s *Store) { s.legacy.Store(true) }
 
 // WithClient returns a Store on s's keys that reaches Redis through c: a
 // second instance of one service.
-func (s *Store) WithClient(c redis.UniversalClient) *Store { return &Store{client: c, prefix: s.prefix} }
+func (s *Store) WithClient(c redis.UniversalClient) *Store {
+	return &Store{client: c, prefix: s.prefix}
+}

@@ -7,9 +7,23 @@
 // completing, extending and releasing are scripts that act only while the
 // value still names the caller's owner token. A new key costs two commands
 // (claim, complete), a replay one plain read.
-// Records expire by Redis's own TTL, so nothing needs sweeping. Records
-// live as long as Redis keeps them: run it with persistence if a restart
-// must not forget completed keys.
+//
+// Deployment. A record Redis drops is a retry that runs its handler again:
+// a double charge. So:
+//   - A Redis of its own, or one whose maxmemory-policy is noeviction. Any
+//     other policy (allkeys-lru, the usual setting of a Redis that is also a
+//     cache, and volatile-lru, since every record has a TTL) evicts records
+//     under memory pressure. New refuses such a server, reading the policy
+//     with CONFIG GET or, where a managed Redis hides CONFIG, from INFO
+//     memory; AllowEviction accepts the risk, and the Store then counts and
+//     logs the records it finds gone (Vanished). A full noeviction Redis
+//     refuses new claims (503, the handler does not run) and still serves
+//     replays of completed keys: a refused claim falls back to a read.
+//   - Persistence with the append-only file (appendonly yes, appendfsync
+//     everysec or always). RDB snapshots alone lose the records written
+//     since the last snapshot on a crash, and with them the completed keys.
+//
+// Records expire by Redis's own TTL, so nothing needs sweeping.
 package redisstore
 
 import (
@@ -17,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,23 +45,107 @@ import (
 
 // Store is an idempotency.Store on Redis. It is safe for concurrent use.
 type Store struct {
-	client redis.UniversalClient
-	prefix string
-	legacy atomic.Bool // the server is older than 7.0: claim with claimScript
+	client   redis.UniversalClient
+	prefix   string
+	legacy   atomic.Bool // the server is older than 7.0: claim with claimScript
+	evicting bool        // AllowEviction: count and log records found gone
+	logger   *slog.Logger
+	vanished atomic.Uint64
 }
 
 // DefaultPrefix is put before every key when New is given "".
 const DefaultPrefix = "idempotency:"
 
-// New returns a Store that keeps its records under prefix+key.
-func New(client redis.UniversalClient, prefix string) (*Store, error) {
+// Option changes what New builds.
+type Option interface{ apply(*Store) }
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
+
+// AllowEviction makes New accept a Redis whose maxmemory-policy may evict
+// records (anything but noeviction), or whose policy cannot be read. An
+// evicted record lets a retry run its handler again: use it only where a
+// repeated effect is tolerable, and watch Vanished.
+func AllowEviction() Option { return optionFunc(func(s *Store) { s.evicting = true }) }
+
+// WithLogger sets where the Store reports records it finds gone; nil, or
+// no WithLogger, means slog.Default().
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *Store) { s.logger = l }) }
+
+// New returns a Store that keeps its records under prefix+key. It asks the
+// server for its maxmemory-policy (one round trip, within a few seconds)
+// and refuses one that can evict records, unless AllowEviction is given.
+func New(client redis.UniversalClient, prefix string, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Store{client: client, prefix: prefix}, nil
+	s := &Store{client: client, prefix: prefix}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(s)
+		}
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), policyTimeout)
+	defer cancel()
+	policy, err := evictionPolicy(ctx, client)
+	switch {
+	case err != nil && !s.evicting:
+		return nil, fmt.Errorf("redisstore: cannot read the server's maxmemory-policy (%w); records must not be evicted: "+
+			"use a Redis with maxmemory-policy noeviction, or pass redisstore.AllowEviction() to accept the risk", err)
+	case err == nil && policy != "noeviction" && !s.evicting:
+		return nil, fmt.Errorf("redisstore: the server's maxmemory-policy is %s, which evicts idempotency records under memory pressure, "+
+			"and an evicted record lets a retry run its handler again; set maxmemory-policy noeviction "+
+			"(CONFIG SET maxmemory-policy noeviction, or in redis.conf) on a Redis of its own, "+
+			"or pass redisstore.AllowEviction() to accept the risk", policy)
+	}
+	return s, nil
+}
+
+// policyTimeout bounds New's question to the server.
+const policyTimeout = 5 * time.Second
+
+// evictionPolicy reads the server's maxmemory-policy: with CONFIG GET, or,
+// where CONFIG is renamed or forbidden (managed Redis), from INFO memory.
+func evictionPolicy(ctx context.Context, c redis.UniversalClient) (string, error) {
+	if m, err := c.ConfigGet(ctx, "maxmemory-policy").Result(); err == nil {
+		if p, ok := m["maxmemory-policy"]; ok && p != "" {
+			return p, nil
+		}
+	}
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); ok {
+			return v, nil
+		}
+	}
+	return "", errors.New("INFO memory has no maxmemory_policy")
+}
+
+// Vanished counts the claims this Store found gone when it came to extend
+// or complete them: evicted, or expired under a handler that outlived its
+// lock. Counted only with AllowEviction; on a noeviction Redis a claim
+// outlives its handler while the handler runs (see idempotency's
+// ErrClaimLapsed).
+func (s *Store) Vanished() uint64 { return s.vanished.Load() }
+
+// gone reports a record found missing by op.
+func (s *Store) gone(ctx context.Context, op string) {
+	if !s.evicting {
+		return
+	}
+	s.vanished.Add(1)
+	s.logger.LogAttrs(ctx, slog.LevelWarn, "redisstore: a claim was gone at "+op+": evicted, or expired; a retry may run its handler again",
+		slog.String("op", op))
 }
 
 // Values: "f|<owner>|<fingerprint>" while in flight, "d|<fingerprint>|<response>"
@@ -72,20 +171,25 @@ local mine = 'f|' .. ARGV[1] .. '|'
 if string.sub(v, 1, #mine) == mine then return 1 end
 return {v, redis.call('PTTL', KEYS[1])}`)
 
+// The scripts that act on a claim return -1 when the key is gone, 0 when
+// another owner holds it, and 1 when they acted.
+//
 // completeScript: owner ARGV[1]'s claim becomes the completed record with
 // response ARGV[2], kept ARGV[3] ms.
 var completeScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
+if not v then return -1 end
 local mine = 'f|' .. ARGV[1] .. '|'
-if not v or string.sub(v, 1, #mine) ~= mine then return 0 end
+if string.sub(v, 1, #mine) ~= mine then return 0 end
 redis.call('SET', KEYS[1], 'd|' .. string.sub(v, #mine + 1) .. '|' .. ARGV[2], 'PX', ARGV[3])
 return 1`)
 
 // extendScript: owner ARGV[1]'s claim now expires in ARGV[2] ms.
 var extendScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
+if not v then return -1 end
 local mine = 'f|' .. ARGV[1] .. '|'
-if not v or string.sub(v, 1, #mine) ~= mine then return 0 end
+if string.sub(v, 1, #mine) ~= mine then return 0 end
 return redis.call('PEXPIRE', KEYS[1], ARGV[2])`)
 
 // releaseScript: owner ARGV[1]'s claim is deleted.
@@ -124,7 +228,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock 
 		s.legacy.Store(true) // NX with GET is Redis 7.0's
 		return s.claimByScript(ctx, k, fingerprint, owner, lock)
 	case err != nil:
-		return nil, fmt.Errorf("redisstore: claim: %w", err)
+		return s.refused(ctx, k, owner, err)
 	case strings.HasPrefix(v, "f|"+owner+"|"):
 		return nil, nil // ours already: a repeated claim
 	}
@@ -142,10 +246,29 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock 
 	return rec, nil
 }
 
+// refused answers a claim the server refused. A full noeviction Redis
+// refuses every write (OOM) but still reads: a completed record (or one in
+// flight) is returned as the claim would have returned it, so replays go
+// on; a free key stays an error, and the handler does not run.
+func (s *Store) refused(ctx context.Context, k, owner string, err error) (*idempotency.Record, error) {
+	if !strings.HasPrefix(err.Error(), "OOM ") {
+		return nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	v, gerr := s.client.Get(ctx, k).Result()
+	if gerr != nil || strings.HasPrefix(v, "f|"+owner+"|") {
+		return nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	rec, derr := decode(v)
+	if derr != nil {
+		return nil, fmt.Errorf("redisstore: malformed record under %s: %w", k, derr)
+	}
+	return rec, nil
+}
+
 func (s *Store) claimByScript(ctx context.Context, k, fingerprint, owner string, lock time.Duration) (*idempotency.Record, error) {
 	res, err := claimScript.Run(ctx, s.client, []string{k}, owner, fingerprint, ms(lock)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: claim: %w", err)
+		return s.refused(ctx, k, owner, err)
 	}
 	if _, ok := res.(int64); ok {
 		return nil, nil // taken, or ours already
@@ -172,7 +295,10 @@ func (s *Store) Extend(ctx context.Context, key, owner string, lock time.Duratio
 	if err != nil {
 		return fmt.Errorf("redisstore: extend: %w", err)
 	}
-	if n == 0 {
+	if n <= 0 {
+		if n < 0 {
+			s.gone(ctx, "extend")
+		}
 		return idempotency.ErrNotOwner
 	}
 	return nil
@@ -188,7 +314,10 @@ func (s *Store) Complete(ctx context.Context, key, owner string, resp *idempoten
 	if err != nil {
 		return fmt.Errorf("redisstore: complete: %w", err)
 	}
-	if n == 0 {
+	if n <= 0 {
+		if n < 0 {
+			s.gone(ctx, "complete")
+		}
 		return idempotency.ErrNotOwner
 	}
 	return nil

@@ -1,0 +1,146 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/idempotency/redisstore"
+)
+
+// A Redis that can evict records is refused at New, with an error that
+// names the setting and the fix; AllowEviction accepts it.
+func TestNewRefusesAnEvictingRedis(t *testing.T) {
+	for _, policy := range []string{"allkeys-lru", "volatile-lru", "allkeys-random"} {
+		t.Run(policy, func(t *testing.T) {
+			c, _ := startRedis(t, "--maxmemory", "2mb", "--maxmemory-policy", policy)
+			_, err := redisstore.New(c, "")
+			if err == nil || !strings.Contains(err.Error(), "maxmemory-policy is "+policy) || !strings.Contains(err.Error(), "noeviction") {
+				t.Fatalf("New on %s: %v, want an error naming the policy and noeviction", policy, err)
+			}
+			if _, err := redisstore.New(c, "", redisstore.AllowEviction()); err != nil {
+				t.Fatalf("with AllowEviction: %v", err)
+			}
+		})
+	}
+	c, _ := startRedis(t, "--maxmemory-policy", "noeviction")
+	if _, err := redisstore.New(c, ""); err != nil {
+		t.Fatalf("noeviction: %v", err)
+	}
+}
+
+// A managed Redis that hides CONFIG still tells its policy in INFO memory.
+func TestNewReadsThePolicyWithoutConfig(t *testing.T) {
+	c, _ := startRedis(t, "--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", "")
+	if err := c.ConfigGet(context.Background(), "maxmemory-policy").Err(); err == nil {
+		t.Fatal("CONFIG still answers; the test needs it hidden")
+	}
+	if _, err := redisstore.New(c, ""); err == nil || !strings.Contains(err.Error(), "allkeys-lru") {
+		t.Fatalf("New: %v, want the policy read from INFO and refused", err)
+	}
+	ok, _ := startRedis(t, "--rename-command", "CONFIG", "")
+	if _, err := redisstore.New(ok, ""); err != nil {
+		t.Fatalf("noeviction behind a hidden CONFIG: %v", err)
+	}
+}
+
+// fill writes unrelated values, in pipelines of small ones so that even
+// a small write no longer fits, until the server refuses them (noeviction:
+// it is full) or n bytes were written (an evicting policy).
+func fill(t *testing.T, c *redis.Client, n int) {
+	ctx := context.Background()
+	v := strings.Repeat("x", 64)
+	for i := 0; i*len(v) < n; {
+		p := c.Pipeline()
+		for range 1000 {
+			p.Set(ctx, fmt.Sprint("junk:", i), v, 0)
+			i++
+		}
+		_, err := p.Exec(ctx)
+		switch {
+		case err == nil:
+		case strings.HasPrefix(err.Error(), "OOM "):
+			return
+		default:
+			t.Fatal(err)
+		}
+	}
+}
+
+// With AllowEviction, the records Redis evicts are counted when the Store
+// finds them gone.
+func TestEvictedClaimsAreCounted(t *testing.T) {
+	c, _ := startRedis(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
+	s, err := redisstore.New(c, "", redisstore.AllowEviction(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 100
+	for i := range n {
+		if _, err := s.Claim(ctx, fmt.Sprint("k", i), "fp", "o", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill(t, c, 8<<20)
+	lost := 0
+	for i := range n {
+		if err := s.Complete(ctx, fmt.Sprint("k", i), "o", &idempotency.Response{Status: 201}, time.Hour); errors.Is(err, idempotency.ErrNotOwner) {
+			lost++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lost == 0 {
+		t.Fatal("no claim was evicted; the test did not fill the server")
+	}
+	if got := s.Vanished(); got != uint64(lost) {
+		t.Fatalf("Vanished() = %d, want the %d evicted claims", got, lost)
+	}
+}
+
+// A full noeviction Redis refuses new keys but still replays completed
+// ones: the refused claim falls back to a read.
+func TestFullRedisStillReplays(t *testing.T) {
+	c, _ := startRedis(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
+	s, err := redisstore.New(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := &charge{}
+	url := serveStore(t, s, ch, time.Second)
+	const n = 50
+	for i := range n {
+		if code, body := post(t, url, fmt.Sprint("full-", i)); code != 201 {
+			t.Fatalf("key %d: %d %s", i, code, body)
+		}
+	}
+	for try := 0; ; try++ {
+		fill(t, c, 64<<20)
+		err := c.Set(context.Background(), "one-more", "x", 0).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "OOM ") {
+			break
+		}
+		if try == 10 {
+			t.Fatalf("the server is not full: %v", err)
+		}
+	}
+	for i := range n {
+		if code, body := post(t, url, fmt.Sprint("full-", i)); code != 201 || !strings.Contains(body, fmt.Sprintf(`"id":%d`, i+1)) {
+			t.Fatalf("replay of key %d on a full Redis: %d %s, want the stored 201", i, code, body)
+		}
+	}
+	if code, _ := post(t, url, "new-on-full"); code != 503 {
+		t.Fatalf("a new key on a full Redis: %d, want 503", code)
+	}
+	if got := ch.n.Load(); got != n {
+		t.Fatalf("%d charges, want %d", got, n)
+	}
+}
