@@ -6,6 +6,28 @@ import (
 	"time"
 )
 
+// ServerWait returns how long resp asks its client to wait before sending
+// again: its Retry-After (RFC 9110 §10.2.3), or, when it has no usable
+// one, what the first of hints that answers reads (nil means
+// DefaultRetryHints(); an empty slice reads none). ok is false when the
+// response asks for nothing. It is the one reading of a server's wait in
+// this library: the Transport waits what it says (within
+// Policy.MaxRetryAfter), and the outbox relay and retryhttptest call it.
+func ServerWait(resp *http.Response, now time.Time, hints []RetryHint) (time.Duration, bool) {
+	if d, ok := parseRetryAfter(field(resp.Header, "Retry-After"), now); ok {
+		return d, true
+	}
+	if hints == nil {
+		hints = defaultRetryHints
+	}
+	for _, h := range hints {
+		if d, ok := h(resp, now); ok {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
 // parseRetryAfter reads a Retry-After header value (RFC 9110 §10.2.3):
 // either delta-seconds or an HTTP-date in any of the three forms
 // http.ParseTime accepts. ok is false for a missing, malformed or negative

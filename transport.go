@@ -472,22 +472,10 @@ func attemptRequest(req *http.Request, header http.Header, injected bool, body r
 	return r, nil
 }
 
-// serverWait is how long the server asked the client to wait: its
-// Retry-After, or else what the first RetryHint reads.
+// serverWait is how long the server asked the client to wait: see
+// ServerWait.
 func (t *Transport) serverWait(resp *http.Response, now time.Time) (time.Duration, bool) {
-	if d, ok := parseRetryAfter(field(resp.Header, "Retry-After"), now); ok {
-		return d, true
-	}
-	hints := t.RetryHints
-	if hints == nil {
-		hints = defaultRetryHints
-	}
-	for _, h := range hints {
-		if d, ok := h(resp, now); ok {
-			return d, true
-		}
-	}
-	return 0, false
+	return ServerWait(resp, now, t.RetryHints)
 }
 
 var defaultRetryHints = DefaultRetryHints()

@@ -173,7 +173,7 @@ type Status string
 
 const (
 	Pending   Status = "pending"   // waiting to be delivered, or to be tried again
-	Delivered Status = "delivered" // the receiver answered 2xx, or a final 4xx stored in LastStatus
+	Delivered Status = "delivered" // the receiver answered 2xx (stored in LastStatus)
 	Dead      Status = "dead"      // given up: MaxAttempts deliveries failed, or the receiver refused it for good
 )
 
@@ -185,13 +185,20 @@ type State struct {
 	LastError  string
 }
 
-// State returns the state of message id.
+// ErrNotFound is State's error for an ID the outbox does not hold.
+var ErrNotFound = errors.New("outbox: no such message")
+
+// State returns the state of message id, or an error wrapping
+// ErrNotFound.
 func (o *Outbox) State(ctx context.Context, id string) (State, error) {
 	var s State
 	var last *int32
 	var lastErr *string
 	err := o.pool.QueryRow(ctx, `SELECT status, deliveries, last_status, last_error FROM `+quote(o.table)+` WHERE id = $1`, id).
 		Scan(&s.Status, &s.Deliveries, &last, &lastErr)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, fmt.Errorf("outbox: State(%q): %w", id, ErrNotFound)
+	}
 	if err != nil {
 		return s, fmt.Errorf("outbox: State: %w", err)
 	}

@@ -444,3 +444,114 @@ func TestChildRelay(t *testing.T) {
 }
 
 func tableName(o *outbox.Outbox) string { return o.Table() }
+
+// A receiver asking for a wait past MaxRetryAfter cannot park a message:
+// the delivery counts as failed and backs off by the Policy.
+func TestHugeRetryAfterIsNotHonoured(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "999999999")
+		w.WriteHeader(503)
+	}))
+	defer srv.Close()
+	id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond,
+		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retryhttp.NoJitter}})
+	eventually(t, "dead after its attempts", func() bool { return state(t, o, id).Status == outbox.Dead })
+	if s := state(t, o, id); s.Deliveries != 3 {
+		t.Fatalf("%+v, want dead after 3 deliveries, not parked for 31 years", s)
+	}
+}
+
+// One receiver that hangs delays only its own message: the others of its
+// batch are delivered meanwhile.
+func TestHungReceiverDelaysOnlyItsMessage(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hung.Close()
+	defer close(release)
+	ok := &receiver{status: func(int) int { return 200 }}
+	healthy := httptest.NewServer(ok)
+	defer healthy.Close()
+	ctx := context.Background()
+	hungID, _ := o.Enqueue(ctx, p, outbox.Message{URL: hung.URL})
+	var ids []string
+	for range 10 {
+		id, _ := o.Enqueue(ctx, p, outbox.Message{URL: healthy.URL})
+		ids = append(ids, id)
+	}
+	start := time.Now()
+	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond, Client: &http.Client{Timeout: 20 * time.Second}})
+	eventually(t, "the healthy messages delivered", func() bool {
+		for _, id := range ids {
+			if state(t, o, id).Status != outbox.Delivered {
+				return false
+			}
+		}
+		return true
+	})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("healthy messages took %v behind a hung receiver", took)
+	}
+	if s := state(t, o, hungID); s.Status != outbox.Pending {
+		t.Fatalf("the hung message: %+v, want still pending", s)
+	}
+}
+
+// Logs and last_error never show a URL's query string or user info.
+func TestDeadMessageURLIsRedacted(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(b)
+	}), nil))
+	id, _ := o.Enqueue(context.Background(), p, outbox.Message{URL: "http://user:pw@127.0.0.1:1/hook?token=s3cret"})
+	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond, Logger: logger,
+		Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+	eventually(t, "dead", func() bool { return state(t, o, id).Status == outbox.Dead })
+	s := state(t, o, id)
+	mu.Lock()
+	defer mu.Unlock()
+	for what, text := range map[string]string{"last_error": s.LastError, "logs": logs.String()} {
+		if strings.Contains(text, "s3cret") || strings.Contains(text, "pw@") {
+			t.Fatalf("%s shows the URL's secrets: %s", what, text)
+		}
+	}
+	if !strings.Contains(s.LastError, "127.0.0.1:1/hook") {
+		t.Fatalf("last_error %q does not name the endpoint", s.LastError)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+func TestStateOfUnknownID(t *testing.T) {
+	o := newOutbox(t, pool(t))
+	if _, err := o.State(context.Background(), "no-such-id"); !errors.Is(err, outbox.ErrNotFound) {
+		t.Fatalf("State: %v, want ErrNotFound", err)
+	}
+}
+
+// The default Client works with a short Lease.
+func TestDefaultClientWithShortLease(t *testing.T) {
+	o := newOutbox(t, pool(t))
+	if _, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Lease: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
+	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,15 +29,20 @@ type RelayOptions struct {
 	Outbox *Outbox
 	// Client sends each delivery. nil means an http.Client over a
 	// retryhttp.Transport that sends each delivery once (the relay is the
-	// retry layer: its Policy spaces the deliveries), with a 30 s timeout.
-	// A Client's timeout must be shorter than Lease.
+	// retry layer: its Policy spaces the deliveries), with a timeout of
+	// 30 s or half the Lease, whichever is shorter, so that any Lease
+	// works with it. A Client's timeout must be shorter than Lease.
 	Client *http.Client
 	// Policy spaces the deliveries of one message and bounds them: the wait
-	// before delivery n+1 is the Policy's backoff for retry n (a Retry-After
-	// from the receiver, if longer, wins), and after MaxAttempts failed
-	// deliveries the message is dead. Each zero field takes the relay's
-	// default: MaxAttempts DefaultMaxDeliveries, BaseDelay 1s, MaxDelay 5m,
-	// FullJitter.
+	// before delivery n+1 is the Policy's backoff for retry n, and after
+	// MaxAttempts failed deliveries the message is dead. A receiver's own
+	// wait (Retry-After, or a rate-limit header, read by
+	// retryhttp.ServerWait) wins when it is longer and at most
+	// MaxRetryAfter; a longer one is not honoured: the delivery counts as
+	// failed and backs off by the Policy, so a receiver cannot park a
+	// message for years. Each zero field takes the relay's default:
+	// MaxAttempts DefaultMaxDeliveries, BaseDelay 1s, MaxDelay 5m,
+	// MaxRetryAfter MaxDelay, FullJitter.
 	Policy retryhttp.Policy
 	// Batch is how many messages one round leases and delivers at once. 0
 	// means DefaultBatch.
@@ -71,7 +78,7 @@ const (
 type Relay struct {
 	o RelayOptions
 
-	lease, delivered, retry, dead string
+	leaseSQL, delivered, retry, dead string
 }
 
 // NewRelay validates o and returns a Relay.
@@ -98,6 +105,9 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	if o.Policy.MaxDelay == 0 {
 		o.Policy.MaxDelay = defaultMaxDelay
 	}
+	if o.Policy.MaxRetryAfter == 0 {
+		o.Policy.MaxRetryAfter = o.Policy.MaxDelay
+	}
 	if o.Batch == 0 {
 		o.Batch = DefaultBatch
 	}
@@ -113,7 +123,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	if o.Client == nil {
 		o.Client = &http.Client{
 			Transport: &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 1}},
-			Timeout:   defaultClientTimeout,
+			Timeout:   min(defaultClientTimeout, o.Lease/2),
 		}
 	}
 	if o.Client.Timeout >= o.Lease {
@@ -125,7 +135,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		// Lease a batch: the due messages no other relay holds, their
 		// delivery counted and their due time pushed past the lease, all in
 		// one statement.
-		lease: `UPDATE ` + t + ` SET next_at = now() + $2 * interval '1 microsecond', deliveries = deliveries + 1
+		leaseSQL: `UPDATE ` + t + ` SET next_at = now() + $2 * interval '1 microsecond', deliveries = deliveries + 1
 WHERE id IN (SELECT id FROM ` + t + ` WHERE status = 'pending' AND next_at <= now()
 	ORDER BY next_at LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING id, method, url, header, body, deliveries`,
@@ -145,37 +155,126 @@ WHERE id = $1 AND status = 'pending' AND deliveries = $4`,
 // once its deliveries under way have ended (a delivery cut short is
 // delivered again after its lease). Database errors are logged and
 // retried; Run does not stop on them.
+//
+// Up to Batch deliveries run at once, each with the Client's own timeout:
+// a receiver that hangs holds one of them, not the others. A slot that
+// frees is filled by the next lease.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
-	var wg sync.WaitGroup
+	freed := make(chan struct{}, 1)
+	done := make(chan deliveredMsg, r.o.Batch)
+	var wg, deliveries sync.WaitGroup
 	wg.Go(func() { r.listen(ctx, wake) })
-	defer wg.Wait()
+	wg.Go(func() { r.recordDelivered(ctx, done) })
+	defer func() {
+		deliveries.Wait()
+		close(done)
+		wg.Wait()
+	}()
+	var inFlight atomic.Int32
 	fails := 0
+	backlog := false // the last lease was full: more are likely due
 	for {
-		n, err := r.round(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if free := r.o.Batch - int(inFlight.Load()); free > 0 {
+			batch, err := r.lease(ctx, free)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				fails++
+				r.o.Logger.LogAttrs(ctx, slog.LevelError, "outbox: relay lease failed", slog.String("error", err.Error()))
+			} else {
+				fails = 0
+			}
+			backlog = err == nil && len(batch) == free
+			for _, m := range batch {
+				inFlight.Add(1)
+				deliveries.Go(func() {
+					defer func() {
+						inFlight.Add(-1)
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+					}()
+					if code := r.deliver(ctx, m); code != 0 {
+						done <- deliveredMsg{id: m.id, code: int32(code)}
+					}
+				})
+			}
 		}
 		wait := r.o.PollInterval
-		switch {
-		case err != nil:
-			fails++
-			r.o.Logger.LogAttrs(ctx, slog.LevelError, "outbox: relay round failed", slog.String("error", err.Error()))
+		if fails > 0 {
 			wait = min(wait, time.Duration(fails)*100*time.Millisecond)
-		case n == r.o.Batch:
-			fails = 0
-			continue // a full batch: more are likely due
-		default:
-			fails = 0
 		}
 		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-wake:
-			t.Stop()
-		case <-t.C:
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-wake:
+				break waiting
+			case <-t.C:
+				break waiting
+			case <-freed:
+				if backlog {
+					break waiting // a slot for the messages still due
+				}
+			}
+		}
+		t.Stop()
+	}
+}
+
+// deliveredMsg is a delivery the receiver accepted, to be recorded.
+type deliveredMsg struct {
+	id   string
+	code int32
+}
+
+// recordDelivered writes the accepted deliveries, as many as have arrived
+// in one statement: one commit, one WAL flush, however many messages. A
+// write that fails (the database restarting) is tried again until it
+// succeeds or a lease has passed, so that a message delivered meanwhile is
+// not delivered again when its lease expires; past the lease another relay
+// may deliver it again, and the receiver's idempotency layer recognises
+// it. It returns when done is closed and drained.
+func (r *Relay) recordDelivered(ctx context.Context, done <-chan deliveredMsg) {
+	bg := context.WithoutCancel(ctx)
+	var ids []string
+	var codes []int32
+	for m := range done {
+		ids, codes = append(ids[:0], m.id), append(codes[:0], m.code)
+	more:
+		for len(ids) < 1024 {
+			select {
+			case m, ok := <-done:
+				if !ok {
+					break more
+				}
+				ids, codes = append(ids, m.id), append(codes, m.code)
+			default:
+				break more
+			}
+		}
+		deadline := time.Now().Add(r.o.Lease)
+		for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+			wctx, cancel := context.WithTimeout(bg, 10*time.Second)
+			_, err := r.o.Outbox.pool.Exec(wctx, r.delivered, ids, codes)
+			cancel()
+			if err == nil {
+				r.o.Metrics.add(r.o.Outbox, outcomeDelivered, len(ids))
+				break
+			}
+			if time.Now().Add(pause).After(deadline) {
+				r.o.Logger.LogAttrs(bg, slog.LevelError, "outbox: recording deliveries failed; their leases will bring them back",
+					slog.Int("messages", len(ids)), slog.String("error", err.Error()))
+				break
+			}
+			r.o.Logger.LogAttrs(bg, slog.LevelWarn, "outbox: recording deliveries failed; trying again", slog.String("error", err.Error()))
+			time.Sleep(pause)
 		}
 	}
 }
@@ -233,20 +332,19 @@ type leased struct {
 	deliveries      int
 }
 
-// round leases a batch, delivers it concurrently and records each outcome.
-// It returns the batch's size.
-func (r *Relay) round(ctx context.Context) (int, error) {
-	rows, err := r.o.Outbox.pool.Query(ctx, r.lease, r.o.Batch, r.o.Lease.Microseconds())
+// lease takes up to n due messages for this relay.
+func (r *Relay) lease(ctx context.Context, n int) ([]leased, error) {
+	rows, err := r.o.Outbox.pool.Query(ctx, r.leaseSQL, n, r.o.Lease.Microseconds())
 	if err != nil {
-		return 0, fmt.Errorf("outbox: lease: %w", err)
+		return nil, fmt.Errorf("outbox: lease: %w", err)
 	}
+	defer rows.Close()
 	var batch []leased
 	for rows.Next() {
 		var m leased
 		var header []byte
 		if err := rows.Scan(&m.id, &m.method, &m.url, &header, &m.body, &m.deliveries); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("outbox: lease: %w", err)
+			return nil, fmt.Errorf("outbox: lease: %w", err)
 		}
 		if err := json.Unmarshal(header, &m.header); err != nil {
 			m.header = nil // delivered without; the header was written by Enqueue, so this does not happen
@@ -254,32 +352,9 @@ func (r *Relay) round(ctx context.Context) (int, error) {
 		batch = append(batch, m)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("outbox: lease: %w", err)
+		return nil, fmt.Errorf("outbox: lease: %w", err)
 	}
-	codes := make([]int32, len(batch)) // the 2xx of each delivered message, 0 otherwise
-	var wg sync.WaitGroup
-	for i, m := range batch {
-		wg.Go(func() { codes[i] = int32(r.deliver(ctx, m)) })
-	}
-	wg.Wait()
-	var ids []string
-	var okCodes []int32
-	for i, c := range codes {
-		if c != 0 {
-			ids, okCodes = append(ids, batch[i].id), append(okCodes, c)
-		}
-	}
-	if len(ids) > 0 {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if _, err := r.o.Outbox.pool.Exec(rctx, r.delivered, ids, okCodes); err != nil {
-			// The outcomes are lost; the leases bring the messages back, and
-			// the receiver's idempotency layer recognises the deliveries.
-			return len(batch), fmt.Errorf("outbox: recording deliveries: %w", err)
-		}
-		r.o.Metrics.add(r.o.Outbox, outcomeDelivered, len(ids))
-	}
-	return len(batch), nil
+	return batch, nil
 }
 
 // deliver sends one message. It returns the receiver's status when the
@@ -288,7 +363,7 @@ func (r *Relay) round(ctx context.Context) (int, error) {
 func (r *Relay) deliver(ctx context.Context, m leased) int {
 	req, err := http.NewRequestWithContext(ctx, m.method, m.url, bytes.NewReader(m.body))
 	if err != nil {
-		r.record(ctx, m, r.dead, 0, err) // the URL cannot be sent: no delivery will do
+		r.record(ctx, m, r.dead, 0, redactErr(err, m.url)) // the URL cannot be sent: no delivery will do
 		return 0
 	}
 	for k, v := range m.header {
@@ -305,7 +380,7 @@ func (r *Relay) deliver(ctx context.Context, m leased) int {
 		return 0 // stopped: the lease hands the message to the next relay, or this one later
 	}
 	if err != nil {
-		r.record(ctx, m, r.retry, 0, err)
+		r.record(ctx, m, r.retry, 0, redactErr(err, m.url))
 		return 0
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -314,7 +389,11 @@ func (r *Relay) deliver(ctx context.Context, m leased) int {
 	case code >= 200 && code < 300:
 		return code
 	case code == 408 || code == 409 || code == 425 || code == 429 || code >= 500 || code < 200:
-		r.record(ctx, m, r.retry, code, nil, retryAfter(resp.Header.Get("Retry-After")))
+		var asked time.Duration
+		if d, ok := retryhttp.ServerWait(resp, time.Now(), nil); ok && d <= r.o.Policy.MaxRetryAfter {
+			asked = d
+		}
+		r.record(ctx, m, r.retry, code, nil, asked)
 	default: // a refusal for good (400, 404, 422, ...), or a redirect not followed
 		r.record(ctx, m, r.dead, code, fmt.Errorf("the receiver answered %d", code))
 	}
@@ -356,7 +435,7 @@ func (r *Relay) record(ctx context.Context, m leased, stmt string, code int, cau
 		_, err = r.o.Outbox.pool.Exec(ctx, r.dead, m.id, status, lastErr, m.deliveries)
 		r.o.Metrics.add(r.o.Outbox, outcomeDead, 1)
 		r.o.Logger.LogAttrs(ctx, slog.LevelError, "outbox: message is dead", slog.String("id", m.id),
-			slog.String("url", m.url), slog.Int("deliveries", m.deliveries), slog.String("error", *lastErr))
+			slog.String("url", redactURL(m.url)), slog.Int("deliveries", m.deliveries), slog.String("error", *lastErr))
 	}
 	if err != nil {
 		// The outcome is lost; the lease brings the message back, and the
@@ -365,16 +444,28 @@ func (r *Relay) record(ctx context.Context, m leased, stmt string, code int, cau
 	}
 }
 
-// retryAfter reads a Retry-After of delta-seconds or an HTTP-date.
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
+// redactURL is u as logs and last_error show it: no query string and no
+// user information, which may carry tokens, as the Transport never logs
+// them either.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
 	}
-	if secs, err := strconv.Atoi(v); err == nil && secs > 0 {
-		return time.Duration(secs) * time.Second
+	p.User, p.RawQuery, p.ForceQuery, p.Fragment, p.RawFragment = nil, "", false, "", ""
+	return p.String()
+}
+
+// redactErr is err with the message's URL redacted: http.Client's
+// *url.Error quotes it (the password masked, the query whole).
+func redactErr(err error, u string) error {
+	if ue, ok := err.(*url.Error); ok {
+		c := *ue
+		c.URL = redactURL(ue.URL)
+		return &c
 	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t))
+	if r := redactURL(u); r != u {
+		return errors.New(strings.ReplaceAll(err.Error(), u, r))
 	}
-	return 0
+	return err
 }

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // The Assert functions report a failure on tb and return false when the
@@ -105,29 +107,24 @@ func (e *Effects) AssertExactlyOnce(tb testing.TB, want int) bool {
 	return ok
 }
 
+// retryAfterDuration reads a Retry-After as the Transport does.
 func retryAfterDuration(v string, at time.Time) (time.Duration, bool) {
-	if v == "" {
-		return 0, false
+	d, ok := retryhttp.ServerWait(&http.Response{Header: http.Header{"Retry-After": {v}}}, at, []retryhttp.RetryHint{})
+	if ok && !isDigits(v) {
+		// HTTP-dates have whole seconds: the wait can end up to 1s before
+		// at+value when at is mid-second.
+		d -= time.Second
 	}
-	var secs int64
-	digits := true
+	return d, ok
+}
+
+func isDigits(v string) bool {
 	for _, c := range v {
 		if c < '0' || c > '9' {
-			digits = false
-			break
+			return false
 		}
-		secs = secs*10 + int64(c-'0')
 	}
-	if digits {
-		return time.Duration(secs) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	// HTTP-dates have whole seconds: the wait can end up to 1s before
-	// at+value when at is mid-second.
-	return t.Sub(at) - time.Second, true
+	return v != ""
 }
 
 func describe(reqs []Request) string {
