@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/internal/faultproxy"
 	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/outbox"
 )
@@ -553,5 +556,49 @@ func TestDefaultClientWithShortLease(t *testing.T) {
 	o := newOutbox(t, pool(t))
 	if _, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Lease: 3 * time.Second}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The database connections are cut just as a receiver accepts a message:
+// the write of its outcome fails, is tried again on a new connection, and
+// the message is not delivered again when its lease expires.
+func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
+	direct := pool(t)
+	proxy := faultproxy.Start(t, "127.0.0.1:5432")
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(proxy.Addr())
+	n, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(n)
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	mine := newOutbox(t, direct)
+	o, err := outbox.New(p, mine.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if got.Add(1) == 1 {
+			proxy.CutAll() // the relay's connections die with the answer on its way
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	id, err := o.Enqueue(context.Background(), direct, outbox.Message{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lease = time.Second
+	run(t, outbox.RelayOptions{Outbox: o, Lease: lease, PollInterval: 10 * time.Millisecond})
+	eventually(t, "delivered", func() bool { return state(t, mine, id).Status == outbox.Delivered })
+	time.Sleep(2 * lease)
+	if n := got.Load(); n != 1 {
+		t.Fatalf("the receiver got the message %d times, want once: the lost outcome was not recorded in time", n)
 	}
 }
