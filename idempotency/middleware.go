@@ -11,7 +11,7 @@
 // Idempotent-Replayed: true). A retry that arrives while the first is still
 // running gets 409 with Retry-After. The same key with a different payload
 // (method, path, query or body) gets 422. Only final answers are stored
-// (2xx, and 4xx other than 408, 409 and 429); after a 5xx, a timeout status
+// (2xx, and 4xx other than 408, 409, 425 and 429); after a 5xx, a timeout status
 // or a panic the claim is released so that the retry runs again. A store
 // that fails before the handler runs gets 503 and the handler never runs
 // unprotected.
@@ -429,12 +429,13 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 }
 
 // terminal reports whether a status is a final answer worth replaying:
-// 2xx, and 4xx other than the ones that invite a retry.
+// 2xx, and 4xx other than the ones that ask for the request again later
+// (408, 409, 425 Too Early, 429), which a replay would repeat forever.
 func terminal(status int) bool {
 	switch {
 	case status >= 200 && status < 300:
 		return true
-	case status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusTooManyRequests:
+	case status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusTooEarly, status == http.StatusTooManyRequests:
 		return false
 	case status >= 400 && status < 500:
 		return true

@@ -398,3 +398,23 @@ func TestMemoryStoreTTL(t *testing.T) {
 		assert.Nil(t, rec, "expired exactly at retention")
 	})
 }
+
+// Statuses that ask for the request again later are not stored as its
+// result: a replay would repeat them forever.
+func TestRetryLaterStatusesAreNotStored(t *testing.T) {
+	for _, code := range []int{408, 409, 425, 429, 500, 503} {
+		n := 0
+		h := newMiddleware(t, Options{}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n++
+			if n == 1 {
+				w.WriteHeader(code)
+				return
+			}
+			w.WriteHeader(201)
+		}))
+		assert.Equal(t, code, call(h, "POST", "k", `{}`, nil).Code)
+		second := call(h, "POST", "k", `{}`, nil)
+		assert.Equal(t, 201, second.Code, "after %d the retry runs the handler", code)
+		assert.Empty(t, second.Header().Get(HeaderReplayed))
+	}
+}

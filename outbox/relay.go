@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -388,7 +389,7 @@ func (r *Relay) deliver(ctx context.Context, m leased) int {
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
 		return code
-	case code == 408 || code == 409 || code == 425 || code == 429 || code >= 500 || code < 200:
+	case retryable(code):
 		var asked time.Duration
 		if d, ok := retryhttp.ServerWait(resp, time.Now(), nil); ok && d <= r.o.Policy.MaxRetryAfter {
 			asked = d
@@ -398,6 +399,21 @@ func (r *Relay) deliver(ctx context.Context, m leased) int {
 		r.record(ctx, m, r.dead, code, fmt.Errorf("the receiver answered %d", code))
 	}
 	return 0
+}
+
+// transportStatuses are the statuses a retryhttp.Transport retries by
+// default: the one list a receiver's "try again" is read from.
+var transportStatuses = retryhttp.DefaultRetryStatuses()
+
+// retryable reports whether a receiver's status asks for the delivery
+// again later. The relay retries what the Transport retries by default
+// (every message carries a key, so 409 counts), and also 425 and every
+// other 5xx, 500 included: a Transport returns a 500 to a caller who is
+// waiting, while a relay has minutes of backoff and a dead letter after
+// MaxAttempts, so a receiver's passing bug is worth a later delivery. A
+// status below 200 (a 1xx as final answer) is not an answer either.
+func retryable(code int) bool {
+	return slices.Contains(transportStatuses, code) || code == http.StatusTooEarly || code >= 500 || code < 200
 }
 
 // record stores a failed delivery: retried later, or, past MaxAttempts

@@ -105,15 +105,53 @@ func TestClaimReplyLost(t *testing.T) {
 	if code, body := postKey(t, srv.URL, "lost-1"); code != 503 {
 		t.Fatalf("first: %d %s, want 503", code, body)
 	}
+	// The release runs after the answer, within StoreTimeout.
 	var owner string
-	if err := pool(t).QueryRow(ctx, "SELECT owner FROM "+tableOf(t, s)+" WHERE key <> 'warm-up'").Scan(&owner); err == nil {
-		t.Fatalf("the claim (owner %s) is still there: it was not released", owner)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := pool(t).QueryRow(ctx, "SELECT owner FROM "+tableOf(t, s)+" WHERE key <> 'warm-up'").Scan(&owner)
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the claim (owner %s) is still there: it was not released", owner)
+		}
 	}
 	if code, body := postKey(t, srv.URL, "lost-1"); code != 201 {
 		t.Fatalf("retry: %d %s, want a fresh 201", code, body)
 	}
 	if h.n.Load() != 1 {
 		t.Fatalf("%d charges, want 1", h.n.Load())
+	}
+}
+
+// A store that stalls before the claim (replies black-holed on an open
+// connection) answers 503 within StoreTimeout; the handler never runs.
+func TestStalledClaimAnswersWithinStoreTimeout(t *testing.T) {
+	s := newStore(t)
+	host := strings.Split(strings.Split(testenv.PostgresDSN(), "@")[1], "/")[0]
+	proxy := faultproxy.Start(t, host)
+	p := poolVia(t, proxy.Addr(), "pool_max_conns=2")
+	ps, err := pgstore.New(p, tableOf(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &countingHandler{}
+	m, err := idempotency.New(quietOptions(idempotency.Options{Store: ps, StoreTimeout: 300 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m.Handler(h))
+	defer srv.Close()
+	proxy.Stall()
+	defer proxy.Heal()
+	start := time.Now()
+	code, _ := postKey(t, srv.URL, "stalled-1")
+	took := time.Since(start)
+	if code != 503 || h.n.Load() != 0 {
+		t.Fatalf("%d after %v with %d charges, want 503 and none", code, took, h.n.Load())
+	}
+	if took > 3*time.Second {
+		t.Fatalf("503 after %v: the claim was not bounded by StoreTimeout (300ms)", took)
 	}
 }
 

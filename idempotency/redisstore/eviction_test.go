@@ -144,3 +144,51 @@ func TestFullRedisStillReplays(t *testing.T) {
 		t.Fatalf("%d charges, want %d", got, n)
 	}
 }
+
+// What the package doc says of persistence: a Redis killed with SIGKILL
+// keeps its completed records with the append-only file, and forgets them
+// with RDB snapshots at their default save points.
+func TestPersistenceAcrossAKill(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		kept bool
+	}{
+		{"appendonly, appendfsync always", []string{"--appendonly", "yes", "--appendfsync", "always"}, true},
+		{"RDB snapshots only", []string{"--save", "3600 1 300 100 60 10000"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, srv := startRedis(t, tc.args...)
+			s, err := redisstore.New(c, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			const n = 20
+			for i := range n {
+				k := fmt.Sprint("k", i)
+				if _, err := s.Claim(ctx, k, "fp", "o", time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Complete(ctx, k, "o", &idempotency.Response{Status: 201}, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv.restart(c)
+			kept := 0
+			for i := range n {
+				rec, err := s.Claim(ctx, fmt.Sprint("k", i), "fp", "o2", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rec != nil && rec.Response != nil {
+					kept++
+				}
+			}
+			if tc.kept && kept != n || !tc.kept && kept == n {
+				t.Fatalf("%d of %d completed records survived the kill", kept, n)
+			}
+			t.Logf("%d of %d completed records survived the kill", kept, n)
+		})
+	}
+}

@@ -13,39 +13,78 @@ import (
 	"github.com/retryhttp/retryhttp/internal/testenv"
 )
 
-// startRedis starts a redis-server of the test's own on a free loopback
-// port, with args added to a configuration that keeps nothing on disk, and
-// stops it by pid when the test ends. The machine's shared Redis is never
-// reconfigured.
-func startRedis(t *testing.T, args ...string) (*redis.Client, *exec.Cmd) {
+// ownRedis is a redis-server of the test's own on a free loopback port,
+// with a configuration that keeps nothing on disk unless args say so. It is
+// stopped by pid when the test ends. The machine's shared Redis is never
+// reconfigured, flushed or stopped.
+type ownRedis struct {
+	t    *testing.T
+	port int
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// startRedis starts an ownRedis with args added to its configuration and
+// returns a client of it.
+func startRedis(t *testing.T, args ...string) (*redis.Client, *ownRedis) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		testenv.Unreachable(t, "redis-server", "PATH", err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
+	r := &ownRedis{t: t, port: ln.Addr().(*net.TCPAddr).Port, dir: t.TempDir(), args: args}
 	ln.Close()
-	base := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--logfile", ""}
-	cmd := exec.Command(bin, append(base, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1})
+	r.start()
+	t.Cleanup(r.kill)
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
+	r.wait(c)
+	return c, r
+}
+
+func (r *ownRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+func (r *ownRedis) start() {
+	r.t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		testenv.Unreachable(r.t, "redis-server", "PATH", err)
+	}
+	base := []string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", r.dir, "--logfile", ""}
+	r.cmd = exec.Command(bin, append(base, r.args...)...)
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// kill stops the server with SIGKILL, as a crash would.
+func (r *ownRedis) kill() {
+	if r.cmd != nil {
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+		r.cmd = nil
+	}
+}
+
+// restart kills the server and starts it again on its port and directory.
+func (r *ownRedis) restart(c *redis.Client) {
+	r.t.Helper()
+	r.kill()
+	r.start()
+	r.wait(c)
+}
+
+func (r *ownRedis) wait(c *redis.Client) {
+	r.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if err := c.Ping(context.Background()).Err(); err == nil {
-			return c, cmd
-		} else if time.Now().After(deadline) {
-			t.Fatalf("own redis-server on port %d did not start: %v", port, err)
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("own redis-server on port %d did not start: %v", r.port, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
