@@ -118,3 +118,14 @@ func TestJitterString(t *testing.T) {
 	assert.Equal(t, "decorrelated", DecorrelatedJitter.String())
 	assert.Equal(t, "Jitter(7)", Jitter(7).String())
 }
+
+// Backoff is the Transport's wait, for retry layers of one's own.
+func TestPolicyBackoff(t *testing.T) {
+	p := Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: NoJitter}
+	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 5: time.Second, 60: time.Second} {
+		assert.Equal(t, want, p.Backoff(n, 0, 0.5), "retry %d", n)
+	}
+	full := Policy{BaseDelay: 100 * time.Millisecond}
+	assert.Equal(t, 50*time.Millisecond, full.Backoff(1, 0, 0.5), "full jitter: half the ceiling at r = 0.5")
+	assert.Equal(t, DefaultBaseDelay/2, Policy{}.Backoff(1, 0, 0.5), "zero fields take the defaults")
+}

@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retryhttp/retryhttp"
-	"github.com/retryhttp/retryhttp/internal/backoff"
 )
 
 // RelayOptions configure a Relay. Each zero field takes the default in its
@@ -433,7 +432,7 @@ func (r *Relay) record(ctx context.Context, m leased, stmt string, code int, cau
 	var err error
 	switch {
 	case stmt == r.retry && m.deliveries < r.o.Policy.MaxAttempts:
-		wait := backoff.Delay(backoff.Jitter(r.o.Policy.Jitter), r.o.Policy.BaseDelay, r.o.Policy.MaxDelay, m.deliveries-1, 0, rand.Float64())
+		wait := r.o.Policy.Backoff(m.deliveries, 0, rand.Float64())
 		for _, d := range atLeast {
 			wait = max(wait, d)
 		}

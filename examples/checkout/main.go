@@ -23,8 +23,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/retryhttp/retryhttp/internal/testenv"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -35,6 +33,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	orders := fs.Int("orders", 1000, "orders to place")
 	conc := fs.Int("concurrency", 32, "customers checking out at once")
 	seed := fs.Uint64("seed", 1, "seed of the faults")
+	pgDSN := fs.String("postgres", envOr("RETRYHTTP_TEST_POSTGRES", defaultPostgres), "PostgreSQL to use")
+	redisAddr := fs.String("redis", envOr("RETRYHTTP_TEST_REDIS", defaultRedis), "Redis to use")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -43,19 +43,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.PostgresDSN())
+	pool, err := pgxpool.New(ctx, *pgDSN)
 	if err == nil {
 		err = pool.Ping(ctx)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "checkout: PostgreSQL at %s: %v\n", testenv.PostgresDSN(), err)
+		fmt.Fprintf(stderr, "checkout: PostgreSQL at %s: %v\n", *pgDSN, err)
 		return 1
 	}
 	defer pool.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr})
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		fmt.Fprintf(stderr, "checkout: Redis at %s: %v\n", testenv.RedisAddr(), err)
+		fmt.Fprintf(stderr, "checkout: Redis at %s: %v\n", *redisAddr, err)
 		return 1
 	}
 	cfg := Incident(*orders, *conc, *seed, pool, rdb)
@@ -99,4 +99,18 @@ func Incident(orders, concurrency int, seed uint64, pool *pgxpool.Pool, rdb *red
 		Flicker: 1500 * time.Millisecond, RelayCrashes: 300 * time.Millisecond,
 		Pool: pool, Redis: rdb,
 	}
+}
+
+// The services the example uses unless told otherwise: the local ones.
+const (
+	defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultRedis    = "127.0.0.1:6379"
+)
+
+// envOr is the environment variable name, or def when it is unset.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -16,6 +16,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -28,7 +29,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/headerjson"
 )
 
 // DefaultTable is the table New uses when given "".
@@ -206,7 +206,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock 
 				resp.Status = int(*status)
 			}
 			if len(header) > 0 {
-				if resp.Header, err = headerjson.Parse(header); err != nil {
+				if err = json.Unmarshal(header, &resp.Header); err != nil {
 					return nil, fmt.Errorf("pgstore: malformed header of %s: %w", key, err)
 				}
 			}
@@ -238,7 +238,7 @@ func (s *Store) completeOn(ctx context.Context, db execer, key, owner string, re
 	header := []byte("{}")
 	if resp.Header != nil {
 		var err error
-		if header, err = headerjson.Append(nil, resp.Header); err != nil {
+		if header, err = json.Marshal(resp.Header); err != nil {
 			return err
 		}
 	}

@@ -29,6 +29,7 @@ package redisstore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,7 +41,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/headerjson"
 )
 
 // Store is an idempotency.Store on Redis. It is safe for concurrent use.
@@ -341,10 +341,11 @@ func encode(resp *idempotency.Response) ([]byte, error) {
 		b = append(b, " t"...)
 	}
 	b = append(b, '\n')
-	b, err := headerjson.Append(b, resp.Header)
+	header, err := json.Marshal(resp.Header)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: complete: %w", err)
 	}
+	b = append(b, header...)
 	b = append(b, '\n')
 	return append(b, resp.Body...), nil
 }
@@ -392,7 +393,7 @@ func decodeResponse(p []byte) (*idempotency.Response, error) {
 		return nil, fmt.Errorf("status: %w", err)
 	}
 	resp.Status, resp.TooLarge = n, string(flags) == "t"
-	if resp.Header, err = headerjson.Parse(header); err != nil {
+	if err = json.Unmarshal(header, &resp.Header); err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	if len(body) > 0 {
