@@ -23,11 +23,11 @@ type CircuitState int
 
 const (
 	// CircuitClosed: attempts flow; failures are counted.
-	CircuitClosed = CircuitState(circuit.Closed)
+	CircuitClosed CircuitState = 0
 	// CircuitHalfOpen: a few probe attempts decide whether to close.
-	CircuitHalfOpen = CircuitState(circuit.HalfOpen)
+	CircuitHalfOpen CircuitState = 1
 	// CircuitOpen: attempts fail fast with ErrCircuitOpen.
-	CircuitOpen = CircuitState(circuit.Open)
+	CircuitOpen CircuitState = 2
 )
 
 func (s CircuitState) String() string {

@@ -237,7 +237,7 @@ func mustURL(t *testing.T, s string) *http.Request {
 
 // A circuit that another caller opens while this request waits to retry
 // ends the request with the response it already holds, body readable, not
-// with an error (issue #12.1). The give-up is logged and counted as
+// with an error. The give-up is logged and counted as
 // circuit_open, so error, log and metric tell one story.
 func TestBreakerOpenedDuringWaitReturnsLastResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -276,7 +276,7 @@ func TestBreakerOpenedDuringWaitReturnsLastResponse(t *testing.T) {
 }
 
 // A breaker refusing the first attempt is a give-up like any other: one Warn
-// record, one OnRetry event, one give_ups_total (issue #12.7).
+// record, one OnRetry event, one give_ups_total.
 func TestBreakerRefusalIsLoggedAndCounted(t *testing.T) {
 	var buf bytes.Buffer
 	reg := prometheus.NewRegistry()
@@ -310,7 +310,7 @@ func TestBreakerRefusalIsLoggedAndCounted(t *testing.T) {
 }
 
 // More hosts than MaxHosts: healthy hosts make room, failing ones keep
-// their circuits, which open and protect (issue #12.6).
+// their circuits, which open and protect.
 func TestBreakerKeepsProtectingPastMaxHosts(t *testing.T) {
 	b, _ := NewBreaker(BreakerSettings{Failures: 3, MaxHosts: 16})
 	failing := map[string]bool{"h7.test": true, "h50.test": true, "h123.test": true}

@@ -1,6 +1,6 @@
 package retryhttp_test
 
-// Tests of the promises the Transport keeps under faults (issue #12), over
+// Tests of the promises the Transport keeps under faults, over
 // real loopback connections.
 
 import (

@@ -19,7 +19,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/opkey"
 )
 
-// #13.1: keys derived from the operation are the same on every run of it,
+// Keys derived from the operation are the same on every run of it,
 // different for every call in it, and valid keys.
 func TestDerivedKeys(t *testing.T) {
 	run := func(id string, calls func(ctx context.Context, tr *Transport)) []string {
@@ -106,7 +106,7 @@ func TestLabelledKeysIgnoreTheTarget(t *testing.T) {
 	assert.NotEqual(t, a[0], a[1], "two calls under one label are two operations downstream")
 }
 
-// #13.2: two Transports on one path do not multiply: the one below retries,
+// Two Transports on one path do not multiply: the one below retries,
 // the one above returns what it gave up on.
 func TestNestedTransportsRetryOnce(t *testing.T) {
 	for _, tc := range []struct {
@@ -191,7 +191,7 @@ func TestNilLoggerIsDefault(t *testing.T) {
 	assert.Contains(t, logs.String(), "retryhttp: retrying")
 }
 
-// #13.2: an SDK that retries on its own over a Transport: S upper attempts
+// An SDK that retries on its own over a Transport: S upper attempts
 // over R Transport attempts make R + S − 1 sends, not R × S.
 func TestStackedSDKRetries(t *testing.T) {
 	sdk := func(t *testing.T, tr *Transport, attempts int, mark func(h http.Header, attempt int)) {
@@ -268,7 +268,7 @@ func TestRecentKeysBounded(t *testing.T) {
 	assert.False(t, r.repeat(fmt.Sprint("k", 3*recentKeysMax-2), now+2*time.Minute, time.Minute), "outside the window")
 }
 
-// #14.3: a policy for one call, or none at all.
+// A policy for one call, or none at all.
 func TestPerRequestPolicy(t *testing.T) {
 	base := script(status(503))
 	tr := &Transport{Base: base, Policy: noWait, Budget: NoBudget}
@@ -289,7 +289,7 @@ func TestPerRequestPolicy(t *testing.T) {
 	assert.ErrorIs(t, do(WithPolicy(context.Background(), Policy{MaxAttempts: -1})), ErrInvalidPolicy)
 }
 
-// #14.4: the layers below see each attempt's number.
+// The layers below see each attempt's number.
 func TestAttemptFromContext(t *testing.T) {
 	var seen []int
 	n := 0

@@ -281,7 +281,7 @@ func TestMetricsHostLabel(t *testing.T) {
 
 // Two Breakers tracking one host on one Metrics: the scrape still works
 // (one series per host, the worst state), instead of failing with a
-// duplicate series (issue #12.4).
+// duplicate series.
 func TestCircuitGaugeTwoBreakersOneHost(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)
@@ -302,7 +302,7 @@ func TestCircuitGaugeTwoBreakersOneHost(t *testing.T) {
 }
 
 // Short-lived Transports, each with its own Breaker, on one long-lived
-// Metrics: the Metrics does not keep them alive (issue #12.4).
+// Metrics: the Metrics does not keep them alive.
 func TestCircuitGaugeForgetsCollectedBreakers(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)

@@ -71,15 +71,15 @@ type Jitter int
 const (
 	// FullJitter waits U(0, ceiling): the least total work and the flattest
 	// load of the strategies, the default.
-	FullJitter = Jitter(backoff.Full)
+	FullJitter Jitter = 0
 	// EqualJitter waits ceiling/2 + U(0, ceiling/2): never less than half
 	// the ceiling.
-	EqualJitter = Jitter(backoff.Equal)
+	EqualJitter Jitter = 1
 	// DecorrelatedJitter waits min(MaxDelay, U(BaseDelay, 3*previous wait)).
-	DecorrelatedJitter = Jitter(backoff.Decorrelated)
+	DecorrelatedJitter Jitter = 2
 	// NoJitter waits the ceiling exactly. Clients that failed together retry
 	// together; use it in tests, not in production.
-	NoJitter = Jitter(backoff.None)
+	NoJitter Jitter = 3
 )
 
 func (j Jitter) String() string {

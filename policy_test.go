@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/retryhttp/retryhttp/internal/backoff"
+	"github.com/retryhttp/retryhttp/internal/circuit"
 )
 
 // backoffOf is the wait a Transport with policy p computes.
@@ -128,4 +129,24 @@ func TestPolicyBackoff(t *testing.T) {
 	full := Policy{BaseDelay: 100 * time.Millisecond}
 	assert.Equal(t, 50*time.Millisecond, full.Backoff(1, 0, 0.5), "full jitter: half the ceiling at r = 0.5")
 	assert.Equal(t, DefaultBaseDelay/2, Policy{}.Backoff(1, 0, 0.5), "zero fields take the defaults")
+}
+
+// Every Reason has its label and text, and the exported constants that
+// godoc shows as literals mean what the internal packages do.
+func TestReasonsTable(t *testing.T) {
+	labels := map[string]bool{}
+	for r := ReasonNone; r < numReasons; r++ {
+		e := reasons[r]
+		assert.NotEmpty(t, e.label, "Reason %d has no label", r)
+		assert.NotEmpty(t, e.text, "Reason %d has no text", r)
+		assert.False(t, labels[e.label], "label %q twice", e.label)
+		labels[e.label] = true
+	}
+	assert.Equal(t, CircuitState(circuit.Closed), CircuitClosed)
+	assert.Equal(t, CircuitState(circuit.HalfOpen), CircuitHalfOpen)
+	assert.Equal(t, CircuitState(circuit.Open), CircuitOpen)
+	assert.Equal(t, Jitter(backoff.Full), FullJitter)
+	assert.Equal(t, Jitter(backoff.Equal), EqualJitter)
+	assert.Equal(t, Jitter(backoff.Decorrelated), DecorrelatedJitter)
+	assert.Equal(t, Jitter(backoff.None), NoJitter)
 }

@@ -19,7 +19,7 @@ import (
 	rt "github.com/retryhttp/retryhttp/retryhttptest"
 )
 
-// #13.1, the service of the issue: a checkout handler behind the
+// A checkout service: a handler behind the
 // middleware calls a payment gateway through a Transport that injects keys,
 // then fails its own commit on every fourth run (the claim is released, the
 // client retries, the handler runs again). With the request's context, the

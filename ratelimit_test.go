@@ -122,7 +122,7 @@ func TestRetryHintsInTransport(t *testing.T) {
 	})
 }
 
-// #14.2: the servers' own advice.
+// The servers' own advice.
 func TestServerRetrySignals(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -169,7 +169,7 @@ func TestServerRetrySignals(t *testing.T) {
 	})
 }
 
-// #14.4: the attempt number as a header, opt-in.
+// The attempt number as a header, opt-in.
 func TestAttemptHeader(t *testing.T) {
 	base := script(status(503), status(503), status(200))
 	req := newReq(t, "GET", "", nil)
@@ -184,7 +184,7 @@ func TestAttemptHeader(t *testing.T) {
 	assert.Empty(t, req.Header.Get("X-Attempt"), "the caller's header is untouched")
 }
 
-// #14.8: ShouldRetry sees a bounded prefix of an error body; the caller
+// ShouldRetry sees a bounded prefix of an error body; the caller
 // gets it all.
 func TestPeekBody(t *testing.T) {
 	throttled := `{"__type":"com.amazonaws#ThrottlingException","message":"Rate exceeded"}` + strings.Repeat(" ", 4000)

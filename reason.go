@@ -35,12 +35,15 @@ const (
 	ReasonCircuitOpen
 	// ReasonBody: the request body could not be sent again.
 	ReasonBody
+
+	numReasons // the count of reasons above; TestReasonsTable checks each has its entry
 )
 
 // reasons is the one list of reasons: the label each has in metrics and
-// logs, and the words the error text uses. The keyed literal makes the
-// compiler check that every constant has its entry.
-var reasons = [...]struct{ label, text string }{
+// logs, and the words the error text uses. Its length is numReasons, so a
+// new constant without an entry fails to compile; TestReasonsTable checks
+// that no entry is empty.
+var reasons = [numReasons]struct{ label, text string }{
 	ReasonNone:              {"none", "retrying"},
 	ReasonNotRetryable:      {"not_retryable", "not retried"},
 	ReasonCanceled:          {"canceled", "canceled"},

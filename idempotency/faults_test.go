@@ -1,6 +1,6 @@
 package idempotency
 
-// Tests of the failure windows closed in issue #11, with the memory store;
+// Tests of the middleware under store failures, with the memory store;
 // storetest runs the store-level ones on every store.
 
 import (
@@ -60,7 +60,7 @@ func (s *flakyStore) Extend(ctx context.Context, key, owner string, lock time.Du
 	return s.Store.Extend(ctx, key, owner, lock)
 }
 
-// #11.2: a transient store error after the handler ran (a dead pooled
+// A transient store error after the handler ran (a dead pooled
 // connection) is retried: the response is recorded, the retry replays it.
 func TestCompleteAndReleaseSurviveTransientErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -81,7 +81,7 @@ func TestCompleteAndReleaseSurviveTransientErrors(t *testing.T) {
 	})
 }
 
-// #11.3: a handler that runs longer than LockTimeout keeps its claim; a
+// A handler that runs longer than LockTimeout keeps its claim; a
 // retry meanwhile gets 409 with a Retry-After of the claim's remaining
 // time, not a second run.
 func TestSlowHandlerKeepsItsClaim(t *testing.T) {
@@ -126,7 +126,7 @@ func TestLostClaimCancelsHandler(t *testing.T) {
 	})
 }
 
-// #11.3: waiters have their own bound.
+// Waiters have their own bound.
 func TestWaitForResultBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newMiddleware(t, Options{WaitForResult: true, MaxWait: 2 * time.Second, LockTimeout: 10 * time.Second}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +143,7 @@ func TestWaitForResultBounded(t *testing.T) {
 	})
 }
 
-// #11.5: Set-Cookie is not replayed; the header policy is configurable.
+// Set-Cookie is not replayed; the header policy is configurable.
 func TestReplayHeaderPolicy(t *testing.T) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Set-Cookie", "session=alice")
@@ -166,7 +166,7 @@ func TestReplayHeaderPolicy(t *testing.T) {
 	assert.Empty(t, replay.Header().Get("X-Internal"))
 }
 
-// #11.4: a hook fingerprints a subset of the payload.
+// A hook fingerprints a subset of the payload.
 func TestFingerprintHook(t *testing.T) {
 	var c counter
 	h := newMiddleware(t, Options{Fingerprint: func(r *http.Request, body []byte) ([]byte, error) {
@@ -184,7 +184,7 @@ func TestFingerprintHook(t *testing.T) {
 	assert.Equal(t, 1, c.count())
 }
 
-// #11.7: the server honours X-Idempotency-Key, and refuses two different
+// The server honours X-Idempotency-Key, and refuses two different
 // keys.
 func TestXIdempotencyKey(t *testing.T) {
 	var c counter
@@ -199,7 +199,7 @@ func TestXIdempotencyKey(t *testing.T) {
 	assert.Equal(t, 1, c.count())
 }
 
-// #11.10: released runs have their own result; a caller without identity
+// Released runs have their own result; a caller without identity
 // gets 401 before 400; errors are logged without a Logger configured.
 func TestSignals(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -234,7 +234,7 @@ func TestSignals(t *testing.T) {
 	assert.Contains(t, logs.String(), "idempotency: store claim failed", "a nil Logger is slog.Default: a 503 is never silent")
 }
 
-// #11.11: a full memory store refuses in constant time: the refusal does
+// A full memory store refuses in constant time: the refusal does
 // not scan its entries.
 func BenchmarkMemoryStoreFullRefusal(b *testing.B) {
 	ctx := context.Background()
@@ -254,7 +254,7 @@ func BenchmarkMemoryStoreFullRefusal(b *testing.B) {
 	}
 }
 
-// #11.12: completed records evicted before their retention are counted.
+// Completed records evicted before their retention are counted.
 func TestMemoryStoreEvictedEarly(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics, _ := NewMetrics(reg)

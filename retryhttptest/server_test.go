@@ -223,7 +223,7 @@ func TestAssertions(t *testing.T) {
 	}
 }
 
-// Both key names are keys (issue #11.7): the Transport and the middleware
+// Both key names are keys: the Transport and the middleware
 // honour X-Idempotency-Key, so the kit counts effects under it too.
 func TestXIdempotencyKeyIsAKey(t *testing.T) {
 	srv := Start(t, Script{"/": {Forward()}}, Options{})

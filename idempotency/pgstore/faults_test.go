@@ -1,6 +1,6 @@
 package pgstore_test
 
-// Fault tests of issue #11 on a real PostgreSQL: a claim whose reply is
+// Fault tests on a real PostgreSQL: a claim whose reply is
 // lost on the wire, backends terminated under the pool, concurrent
 // migrations, and a service killed with requests in flight.
 
@@ -75,7 +75,7 @@ func quietOptions(o idempotency.Options) idempotency.Options {
 	return o
 }
 
-// #11.1: the claim committed, its reply was lost on the wire. The request
+// The claim committed, its reply was lost on the wire. The request
 // gets 503 and its claim is released, so the retry runs at once instead
 // of meeting 409 until LockTimeout.
 func TestClaimReplyLost(t *testing.T) {
@@ -155,7 +155,7 @@ func TestStalledClaimAnswersWithinStoreTimeout(t *testing.T) {
 	}
 }
 
-// #11.2: every backend of the store's pool is terminated (a failover)
+// Every backend of the store's pool is terminated (a failover)
 // while the handler runs. Complete meets a dead connection, tries again on
 // a fresh one and records the response: the retry, even after
 // LockTimeout, is a replay, not a second charge.
@@ -202,7 +202,7 @@ func TestBackendsTerminatedBeforeComplete(t *testing.T) {
 	}
 }
 
-// #11.8: replicas running Migrate at once on a first deploy.
+// Replicas running Migrate at once on a first deploy.
 func TestMigrateConcurrently(t *testing.T) {
 	p := pool(t)
 	for round := range 5 {
@@ -241,7 +241,7 @@ func tableOf(t *testing.T, s *pgstore.Store) string {
 
 var tables sync.Map // *pgstore.Store -> table name
 
-// #11.3: a service is killed (SIGKILL) with requests in flight and started
+// A service is killed (SIGKILL) with requests in flight and started
 // again. Its claims are neither extended nor released; the clients' retries
 // meet 409 with a Retry-After of the claim's remaining time, wait it out,
 // and every order is charged exactly once (transactional mode rolls the

@@ -350,7 +350,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	storetest.Bench(b, s)
 }
 
-// #13.4: a job's effect and its stored result commit together: a failed
+// A job's effect and its stored result commit together: a failed
 // run leaves no row, the redelivery runs again, a duplicate gets the
 // result without running.
 func TestRunnerTransactional(t *testing.T) {

@@ -1,6 +1,6 @@
 package redisstore_test
 
-// Fault tests of issue #11 on a real Redis, through a TCP proxy that lets
+// Fault tests on a real Redis, through a TCP proxy that lets
 // a command through and loses its reply, or cuts every connection.
 
 import (
@@ -95,7 +95,7 @@ func post(t *testing.T, url, key string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// #11.1, with go-redis's own retries (the default): the claim ran, its
+// With go-redis's own retries (the default): the claim ran, its
 // reply was lost, go-redis sent it again and got the request's own claim
 // back. That claim is the request's: the handler runs, no 409.
 func TestClaimReplyLostRetriedByClient(t *testing.T) {
@@ -111,7 +111,7 @@ func TestClaimReplyLostRetriedByClient(t *testing.T) {
 	}
 }
 
-// #11.1, with go-redis retries off: 503, and the claim is released, so the
+// With go-redis retries off: 503, and the claim is released, so the
 // retry runs at once.
 func TestClaimReplyLostNoClientRetries(t *testing.T) {
 	s, proxy := proxied(t, -1)
@@ -126,7 +126,7 @@ func TestClaimReplyLostNoClientRetries(t *testing.T) {
 	}
 }
 
-// #11.2: the connection dies under the handler; Complete meets it and is
+// The connection dies under the handler; Complete meets it and is
 // tried again on a new one. The retry after LockTimeout is a replay.
 func TestConnectionCutBeforeComplete(t *testing.T) {
 	s, proxy := proxied(t, -1)
