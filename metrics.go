@@ -120,6 +120,20 @@ var outcomes = func() (o [3 + len(reasons) - int(ReasonCanceled)]string) {
 	return o
 }()
 
+// Outcome names how a RoundTrip ended, as the outcome label of
+// retryhttp_requests_total does: the label of reason when the Transport
+// stopped for it (a give-up such as "attempts", or "canceled"), and
+// otherwise "success" (a final status below 400), "status" (a final status
+// of 400 or more) or "error". ReasonNone and ReasonNotRetryable name no
+// stop of their own. Exporters built on OnRetry (retryhttpotel) call it, so
+// that every telemetry names outcomes alike.
+func Outcome(resp *http.Response, err error, reason Reason) string {
+	if reason < ReasonCanceled || reason >= numReasons {
+		reason = ReasonNotRetryable
+	}
+	return outcomes[outcomeIndex(resp, err, reason)]
+}
+
 // outcomeIndex places a request's end in outcomes.
 func outcomeIndex(resp *http.Response, err error, reason Reason) int {
 	switch {

@@ -381,3 +381,29 @@ func TestTriggerLabelIsBounded(t *testing.T) {
 	assert.Equal(t, 50.0, value(f, "retryhttp_retries_total", "trigger=other"))
 	assert.Equal(t, 1.0, value(f, "retryhttp_retries_total", "trigger=503"))
 }
+
+// Outcome is the one naming of a request's end, the labels of
+// requests_total.
+func TestOutcome(t *testing.T) {
+	ok, notFound := &http.Response{StatusCode: 200}, &http.Response{StatusCode: 404}
+	for _, tc := range []struct {
+		resp   *http.Response
+		err    error
+		reason Reason
+		want   string
+	}{
+		{ok, nil, ReasonNotRetryable, "success"},
+		{ok, nil, ReasonNone, "success"},
+		{notFound, nil, ReasonNotRetryable, "status"},
+		{nil, errors.New("x"), ReasonNotRetryable, "error"},
+		{nil, errors.New("x"), ReasonCanceled, "canceled"},
+		{notFound, nil, ReasonAttempts, "attempts"},
+		{nil, ErrCircuitOpen, ReasonCircuitOpen, "circuit_open"},
+		{ok, nil, Reason(200), "success"},
+	} {
+		assert.Equal(t, tc.want, Outcome(tc.resp, tc.err, tc.reason), "%v %v %v", tc.resp, tc.err, tc.reason)
+	}
+	for i, o := range outcomes {
+		assert.NotEmpty(t, o, "outcome %d", i)
+	}
+}

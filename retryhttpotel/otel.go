@@ -156,20 +156,14 @@ func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// outcomeOf names a request's end as retryhttp_requests_total does.
+// outcomeOf names a request's end as retryhttp_requests_total does: the
+// reason of a RetryError, or else the give-up OnRetry reported.
 func outcomeOf(resp *http.Response, err error, giveUp retryhttp.Reason) string {
 	var re *retryhttp.RetryError
-	switch {
-	case errors.As(err, &re) && re.Reason != retryhttp.ReasonNotRetryable:
-		return re.Reason.String()
-	case err != nil:
-		return "error"
-	case giveUp.GaveUp():
-		return giveUp.String()
-	case resp.StatusCode < 400:
-		return "success"
+	if errors.As(err, &re) {
+		return retryhttp.Outcome(nil, err, re.Reason)
 	}
-	return "status"
+	return retryhttp.Outcome(resp, err, giveUp)
 }
 
 // attempts is the layer under otelhttp: it sees each attempt inside its
