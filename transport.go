@@ -130,7 +130,7 @@ type Transport struct {
 	// give-up (see Reason.GaveUp), with method, host, path, attempt,
 	// trigger, wait or give_up, and any Idempotency-Key; never bodies, query
 	// strings or credentials; and one Warn record per kind of stacked retry
-	// it meets (see the README's "One retry layer"). nil means
+	// it meets (see docs/exactly-once.md, "One retry layer"). nil means
 	// slog.Default(), as for every Logger in this library; a Logger on
 	// slog.DiscardHandler is silent.
 	Logger *slog.Logger

@@ -452,3 +452,24 @@ func TestStoreTimeoutValidated(t *testing.T) {
 	_, err = NewRunner(RunnerOptions{StoreTimeout: -1})
 	assert.ErrorContains(t, err, "StoreTimeout")
 }
+
+// The Runner's work is told to stop the same way when its claim can no
+// longer be shown to be held.
+func TestRunnerStopsWhenItsClaimLapses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stalledStore{Store: mem(t)}
+		r, err := NewRunner(RunnerOptions{Store: s, LockTimeout: 3 * time.Second, Logger: quiet})
+		require.NoError(t, err)
+		_, _, err = r.Do(context.Background(), "order-1", func(ctx context.Context) ([]byte, error) {
+			s.stalled.Store(true)
+			select {
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			case <-time.After(time.Minute):
+				return []byte("charged"), nil
+			}
+		})
+		require.ErrorIs(t, err, ErrClaimLapsed)
+		time.Sleep(2 * storeDeadline)
+	})
+}

@@ -11,7 +11,7 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
-// readmeScenario is the README's "Testing your client's retries" example,
+// readmeScenario is the example of docs/testing.md,
 // with the errors it leaves out checked. handler wraps the counted effect.
 func readmeScenario(t *testing.T, effects *retryhttptest.Effects, handler func(http.Handler) http.Handler) *retryhttptest.Server {
 	srv := retryhttptest.Start(t, retryhttptest.Script{
