@@ -346,7 +346,9 @@ func TestChildServer(t *testing.T) {
 	if addr == "" {
 		t.Skip("run by TestServiceKilledMidRequest")
 	}
-	p := pool(t)
+	// 16 requests at once, each holding its transaction's connection for
+	// 300 ms: a pool with room for all of them and their claims.
+	p := poolVia(t, "", "pool_max_conns=40")
 	s, err := pgstore.New(p, os.Getenv("RETRYHTTP_CHILD_TABLE"))
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,11 @@
 // ticker in your service) to reclaim space; expires_at is indexed for it.
 //
 // In transactional mode a request holds a pooled connection from the
-// handler's first Tx call to its commit (see Tx): size the pool for it.
+// handler's first Tx call to its commit (see Tx): size the pool for it,
+// with room for the claims and extensions of the requests waiting. A
+// claim waits for a connection within the middleware's StoreTimeout (503
+// past it), and a claim whose extensions cannot get one for nearly
+// LockTimeout cancels its handler (ErrClaimLapsed).
 package pgstore
 
 import (

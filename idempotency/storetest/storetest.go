@@ -45,7 +45,7 @@ func Run(t *testing.T, newStore NewStore) {
 
 // short durations keep the time-based scenarios under a second of real time.
 const (
-	shortLock      = 300 * time.Millisecond
+	shortLock      = 600 * time.Millisecond // its StoreTimeout (200 ms) leaves a loaded CI machine room
 	shortRetention = 300 * time.Millisecond
 )
 
