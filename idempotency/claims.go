@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/opkey"
 	"log/slog"
 	"time"
 )
@@ -177,6 +178,77 @@ func (c *claims) release(ctx context.Context, k *claimKeeper, key, owner string,
 	if err != nil {
 		c.log(ctx, slog.LevelError, "idempotency: store release failed; the key is held until LockTimeout", err, attrs...)
 	}
+}
+
+// Where run stopped when it did not store a result: the store call that
+// failed ("" when the work itself chose not to store).
+const (
+	stageBegin    = "begin"
+	stageCommit   = "commit"
+	stageComplete = "complete"
+)
+
+// run is the one claim-run-commit skeleton of the middleware and the
+// Runner: it runs work under owner's claim on op (sent at sent), keeping
+// the claim alive meanwhile with k, in a transaction of txs when it is not
+// nil, and then stores the result work returns, or, when work says not to
+// store it (a failure, a retryable status) or panics, undoes the attempt
+// so that a retry runs the work again: the transaction's writes, then the
+// claim. A panic goes on after that.
+//
+// released reports that the claim was given up; stage and err name a
+// store call that failed: begin or commit (released), or complete (the
+// effect happened and cannot be undone: the claim is kept, and expires
+// after the lock). Store calls after the work use a context that outlives
+// ctx: what happened must be recorded even if the caller went away.
+func (c *claims) run(ctx context.Context, k *claimKeeper, op *opkey.Op, owner string, sent time.Time, txs TxStore, retention time.Duration,
+	work func(ctx context.Context) (resp *Response, store bool), attrs ...slog.Attr) (released bool, stage string, err error) {
+	key := op.ID
+	bg := context.WithoutCancel(ctx)
+	wctx, cancel := context.WithCancelCause(opkey.With(ctx, op))
+	defer cancel(nil)
+	k.start(c, bg, key, owner, sent, cancel, attrs...)
+	var tx Tx
+	abandon := func() {
+		k.stop()
+		if tx != nil {
+			tx.Rollback(bg)
+		}
+		c.release(bg, k, key, owner, attrs...)
+	}
+	if txs != nil {
+		if tx, wctx, err = txs.Begin(wctx, key, owner); err != nil {
+			abandon()
+			return true, stageBegin, err
+		}
+	}
+	finished := false
+	defer func() {
+		if !finished { // work panicked: undo, then let the panic go on
+			abandon()
+		}
+	}()
+	resp, store := work(wctx)
+	finished = true
+	if !store {
+		abandon()
+		return true, "", nil
+	}
+	k.stop()
+	if tx != nil {
+		if err := tx.Commit(bg, resp, retention); err != nil {
+			// Rolled back, or (a lost reply to COMMIT) committed: releasing
+			// frees the key in the first case and, since Release leaves a
+			// completed record alone, does nothing in the second.
+			abandon()
+			return true, stageCommit, err
+		}
+		return false, "", nil
+	}
+	if err := c.complete(bg, k, key, owner, resp, retention); err != nil {
+		return false, stageComplete, err
+	}
+	return false, "", nil
 }
 
 // releaseLost frees a claim that may have been taken with its reply lost:

@@ -356,74 +356,35 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // releases the outcome. It counts one result for the request, however it
 // ends.
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, owner string, sent time.Time) {
-	res := resNew
+	res := resReleased // what a panic leaves
 	defer func() { m.opts.Metrics.count(res) }()
-	k := x.op.ID
-	// Store operations after the handler use a context that outlives a
-	// client that hung up: the effect happened, its record must be kept.
-	bg := context.WithoutCancel(r.Context())
-	ctx, cancel := context.WithCancelCause(opkey.With(r.Context(), &x.op))
-	defer cancel(nil)
-	hb := &x.keeper
-	hb.start(&m.claims, bg, k, owner, sent, cancel, x.attrs[:]...)
-	var tx Tx
-	// abandon undoes the attempt so that a retry runs the handler again:
-	// the transaction's writes, then the claim.
-	abandon := func() {
-		hb.stop()
-		if tx != nil {
-			tx.Rollback(bg)
-		}
-		m.release(bg, hb, k, owner, x.attrs[:]...)
-		res = resReleased
-	}
-	if m.tx != nil {
-		var err error
-		if tx, ctx, err = m.tx.Begin(ctx, k, owner); err != nil {
-			abandon()
-			res = resStoreError
-			m.storeError(w, r, "begin", err)
-			return
-		}
-	}
 	rec := &x.rec
-	rec.init(w, m.opts.MaxResponseBytes, tx != nil)
 	defer rec.free()
-	finished := false
-	defer func() {
-		if !finished { // the handler panicked: undo, then let the panic go on
-			abandon()
-		}
-	}()
-	next.ServeHTTP(rec, r.WithContext(ctx))
-	finished = true
-	hb.stop()
-
+	released, stage, err := m.claims.run(r.Context(), &x.keeper, &x.op, owner, sent, m.tx, m.opts.Retention,
+		func(ctx context.Context) (*Response, bool) {
+			rec.init(w, m.opts.MaxResponseBytes, m.tx != nil)
+			next.ServeHTTP(rec, r.WithContext(ctx))
+			if rec.overflow || !terminal(rec.statusCode()) {
+				return nil, false
+			}
+			return rec.response(m.opts.ReplayHeader), true
+		}, x.attrs[:]...)
 	switch {
-	case rec.overflow:
-		abandon()
+	case stage == stageBegin || stage == stageCommit:
+		res = resStoreError
+		m.storeError(w, r, stage, err)
+		return
+	case stage == stageComplete:
+		// The effect happened and cannot be undone. The claim is kept (it
+		// expires after LockTimeout); the client gets its answer.
+		res = resStoreError
+		m.log(r.Context(), slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a retry runs the handler again", err, x.attrs[:]...)
+	case released && rec.overflow:
 		problem(w, http.StatusInternalServerError, "response too large",
 			fmt.Sprintf("the response exceeded %d bytes and could not be recorded; nothing was committed", m.opts.MaxResponseBytes))
 		return
-	case !terminal(rec.statusCode()):
-		abandon()
-	case tx != nil:
-		if err := tx.Commit(bg, rec.response(m.opts.ReplayHeader), m.opts.Retention); err != nil {
-			// Rolled back, or (a lost reply to COMMIT) committed: releasing
-			// frees the key in the first case and, since Release leaves a
-			// completed record alone, does nothing in the second.
-			abandon()
-			res = resStoreError
-			m.storeError(w, r, "commit", err)
-			return
-		}
-	default:
-		if err := m.complete(bg, hb, k, owner, rec.response(m.opts.ReplayHeader), m.opts.Retention); err != nil {
-			// The effect happened and cannot be undone. Keep the claim (it
-			// expires after LockTimeout) and give the client its answer.
-			res = resStoreError
-			m.log(bg, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a retry runs the handler again", err, x.attrs[:]...)
-		}
+	case !released:
+		res = resNew
 	}
 	rec.send()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/opkey"
@@ -120,50 +121,24 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 }
 
 func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.Time, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
-	k := op.ID
-	bg := context.WithoutCancel(ctx)
-	ctx, cancel := context.WithCancelCause(opkey.With(ctx, op))
-	defer cancel(nil)
-	var hb claimKeeper
-	hb.start(&r.claims, bg, k, owner, sent, cancel)
-	var tx Tx
-	abandon := func() {
-		hb.stop()
-		if tx != nil {
-			tx.Rollback(bg)
+	var k claimKeeper
+	var out []byte
+	var fnErr error
+	_, stage, err := r.claims.run(ctx, &k, op, owner, sent, r.tx, r.opts.Retention, func(ctx context.Context) (*Response, bool) {
+		out, fnErr = fn(ctx)
+		if fnErr != nil {
+			return nil, false
 		}
-		r.release(bg, &hb, k, owner)
-	}
-	if r.tx != nil {
-		if tx, ctx, err = r.tx.Begin(ctx, k, owner); err != nil {
-			abandon()
-			return nil, false, fmt.Errorf("idempotency: begin: %w", err)
-		}
-	}
-	finished := false
-	defer func() {
-		if !finished { // fn panicked: undo, then let the panic go on
-			abandon()
-		}
-	}()
-	out, err := fn(ctx)
-	finished = true
-	if err != nil {
-		abandon()
-		return nil, false, err
-	}
-	hb.stop()
-	resp := &Response{Status: 200, Body: out}
-	if tx != nil {
-		if err := tx.Commit(bg, resp, r.opts.Retention); err != nil {
-			abandon() // rolled back (or, a lost reply, committed: then release does nothing)
-			return nil, false, fmt.Errorf("idempotency: commit: %w", err)
-		}
-		return out, false, nil
-	}
-	if err := r.complete(bg, &hb, k, owner, resp, r.opts.Retention); err != nil {
-		r.log(bg, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a redelivery runs again", err)
+		return &Response{Status: http.StatusOK, Body: out}, true
+	})
+	switch {
+	case fnErr != nil:
+		return nil, false, fnErr
+	case stage == stageComplete:
+		r.log(ctx, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a redelivery runs again", err)
 		return out, false, fmt.Errorf("idempotency: complete: %w", err)
+	case err != nil:
+		return nil, false, fmt.Errorf("idempotency: %s: %w", stage, err)
 	}
 	return out, false, nil
 }
