@@ -34,10 +34,11 @@ type RunnerOptions struct {
 	// Store keeps the records. nil means a NewMemoryStore(0): one process
 	// only.
 	Store Store
-	// Scope separates the keys of unrelated kinds of work sharing a Store
-	// ("payments", "emails"); keys of different scopes never collide. It
-	// also separates them from the middleware's keys.
-	Scope string
+	// Kind names the kind of work ("payments", "emails") and separates
+	// its keys from those of other kinds sharing a Store: keys of
+	// different kinds never collide, nor with the middleware's keys (whose
+	// Scope is a caller's identity).
+	Kind string
 	// Retention is how long a result is kept and handed to duplicates: it
 	// must exceed the longest redelivery delay of the queue. 0 means
 	// DefaultRetention.
@@ -101,7 +102,7 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if key == "" {
 		return nil, false, errors.New("idempotency: Runner.Do: empty key")
 	}
-	scope := "job\x00" + r.opts.Scope
+	scope := "job\x00" + r.opts.Kind
 	op := &opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
 	owner := newOwner()
 	rec, sent, err := r.claim(ctx, op.ID, jobFingerprint, owner, true, r.opts.MaxWait)

@@ -357,7 +357,7 @@ func TestRunnerTransactional(t *testing.T) {
 	s := newStore(t)
 	p := pool(t)
 	charges := chargesTable(t, p)
-	r, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Scope: "payments", Transactional: true, Logger: quiet})
+	r, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Kind: "payments", Transactional: true, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -531,7 +531,7 @@ func testLostClaimReply(t *testing.T, s idempotency.Store) {
 // testRunner: eight consumers get the same message; the job runs once and
 // all get its result. A failed run releases the key for the redelivery.
 func testRunner(t *testing.T, s idempotency.Store) {
-	r, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Scope: "storetest"})
+	r, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Kind: "storetest"})
 	must(t, err)
 	var runs atomic.Int32
 	job := func(ctx context.Context) ([]byte, error) {
@@ -574,7 +574,7 @@ func testRunner(t *testing.T, s idempotency.Store) {
 		t.Fatalf("the redelivery after a failure: %q replayed=%v %v; want a fresh run", out, replayed, err)
 	}
 	// Another scope is another key space.
-	other, _ := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Scope: "other"})
+	other, _ := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Kind: "other"})
 	if _, replayed, _ := other.Do(context.Background(), "order-42", job); replayed {
 		t.Fatal("a key of another scope was replayed")
 	}
