@@ -288,6 +288,17 @@ func (hc *hostCircuit) allow() (circuit.Ticket, error) {
 	return tk, nil
 }
 
+// report tells the circuit an attempt's outcome, admitted with tk.
+func (hc *hostCircuit) report(tk circuit.Ticket, req *http.Request, resp *http.Response, err error) {
+	hc.c.Report(tk, breakerOutcome(req, resp, err), time.Now)
+}
+
+// isOpen reports whether the circuit is open at now: no attempt would be
+// let through.
+func (hc *hostCircuit) isOpen(now time.Time) bool {
+	return CircuitState(hc.c.State(func() time.Time { return now })) == CircuitOpen
+}
+
 // breakerOutcome is what an attempt tells its host's circuit: a failure of
 // the host (a network error, 502, 503, 504), nothing at all (the caller
 // gave up, which says nothing about the host), or a success.

@@ -43,7 +43,7 @@ func (t *Transport) event(ctx context.Context, e RetryEvent) {
 		t.OnRetry(e)
 	}
 	logger := t.logger()
-	level, msg := slog.LevelInfo, "retryhttp: retrying"
+	level, msg := slog.LevelDebug, "retryhttp: retrying"
 	if e.GiveUp != ReasonNone {
 		level, msg = slog.LevelWarn, "retryhttp: giving up"
 	}

@@ -106,12 +106,13 @@ func ExampleNewMetrics() {
 	// Output: retryhttp_retries_total 503 2
 }
 
-// Logs: one Info record per retry, one Warn per give-up; never bodies,
+// Logs: one Debug record per retry, one Warn per give-up; never bodies,
 // query strings or credentials.
 func ExampleTransport_logger() {
 	srv := flaky()
 	defer srv.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		Level: slog.LevelDebug, // retries are Debug records; give-ups Warn
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey || a.Key == "host" {
 				return slog.Attr{} // keep the output stable for this example
@@ -129,8 +130,8 @@ func ExampleTransport_logger() {
 	}
 	resp.Body.Close()
 	// Output:
-	// level=INFO msg="retryhttp: retrying" method=GET path=/items attempt=1 trigger=503 status=503 wait=10ms
-	// level=INFO msg="retryhttp: retrying" method=GET path=/items attempt=2 trigger=503 status=503 wait=20ms
+	// level=DEBUG msg="retryhttp: retrying" method=GET path=/items attempt=1 trigger=503 status=503 wait=10ms
+	// level=DEBUG msg="retryhttp: retrying" method=GET path=/items attempt=2 trigger=503 status=503 wait=20ms
 }
 
 // OnRetry feeds every retry decision to your own telemetry; an injected

@@ -185,10 +185,11 @@ func TestNilLoggerIsDefault(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
 	defer slog.SetDefault(old)
-	resp, err := (&Transport{Base: script(status(503), status(200)), Policy: noWait}).RoundTrip(newReq(t, "GET", "", nil))
+	resp, err := (&Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 2, BaseDelay: 1}}).RoundTrip(newReq(t, "GET", "", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Contains(t, logs.String(), "retryhttp: retrying")
+	assert.Contains(t, logs.String(), "retryhttp: giving up", "the give-up's Warn record")
+	assert.NotContains(t, logs.String(), "retryhttp: retrying", "retries are Debug records, below the default level")
 }
 
 // An SDK that retries on its own over a Transport: S upper attempts

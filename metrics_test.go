@@ -171,7 +171,7 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily
 func TestLogsAndHook(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
-		logger := slog.New(slog.NewJSONHandler(&buf, nil))
+		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		var events []RetryEvent
 		tr := &Transport{
 			Base:                 script(retryAfter(503, "1"), fail(errReset), status(503)),
@@ -207,7 +207,7 @@ func TestLogsAndHook(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(l), &m))
 			rec = append(rec, m)
 		}
-		assert.Equal(t, "INFO", rec[0]["level"])
+		assert.Equal(t, "DEBUG", rec[0]["level"])
 		assert.Equal(t, "retryhttp: retrying", rec[0]["msg"])
 		assert.Equal(t, "POST", rec[0]["method"])
 		assert.Equal(t, "api.test", rec[0]["host"])

@@ -126,7 +126,7 @@ type Transport struct {
 	// (see NewMetrics). nil counts nothing at no cost.
 	Metrics *Metrics
 
-	// Logger gets one Info record per retry and one Warn record per
+	// Logger gets one Debug record per retry and one Warn record per
 	// give-up (see Reason.GaveUp), with method, host, path, attempt,
 	// trigger, wait or give_up, and any Idempotency-Key; never bodies, query
 	// strings or credentials; and one Warn record per kind of stacked retry
@@ -248,14 +248,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody, p)
 		}
-		var hc *hostCircuit
 		var ticket circuit.Ticket
 		if circuitOf != nil {
 			if ticket, err = circuitOf.allow(); err != nil {
 				closeRequestBody(areq)
 				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonCircuitOpen, p)
 			}
-			hc = circuitOf
 		}
 		if last != nil {
 			discard(last)
@@ -266,8 +264,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp != nil && t.PeekBody > 0 && resp.StatusCode >= 400 {
 			resp.Body = peek(resp.Body, t.PeekBody)
 		}
-		if hc != nil {
-			hc.c.Report(ticket, breakerOutcome(areq, resp, err), time.Now)
+		if circuitOf != nil {
+			circuitOf.report(ticket, areq, resp, err)
 		}
 		if sends != nil {
 			// net/http resent the request itself: each resend is an attempt.
@@ -277,7 +275,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 
-		retry, stop, trigger := t.decide(areq, resp, err, replayable && body.replayable, body.replayable, hasKey)
+		retry, stop, trigger := t.decide(areq, resp, err, sendable{
+			again:       replayable && body.replayable,
+			unsentAgain: body.replayable,
+			keyed:       hasKey,
+		})
 		if !retry {
 			if stop == ReasonNotRetryable && trigger != "" && spent(resp, err) {
 				// A Transport below retried this under its own Policy and
@@ -287,29 +289,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return t.finish(req, resp, err, attempt, stop, p)
 		}
 		e := RetryEvent{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
-		now := mono()
 		prev = p.backoff(attempt-1, prev, rand.Float64())
-		e.Wait = prev
-		var ra time.Duration
-		var hasRA bool
-		if resp != nil {
-			if ra, hasRA = t.serverWait(resp, time.Now()); hasRA {
-				e.Wait = ra + p.retryAfterSpread(rand.Float64())
-			}
-		}
-		dl, hasDL := ctx.Deadline()
-		switch {
-		case attempt >= p.MaxAttempts:
-			e.GiveUp = ReasonAttempts
-		case hasRA && ra > p.MaxRetryAfter:
-			e.GiveUp = ReasonRetryAfterTooLong
-		case now+e.Wait-start > p.MaxElapsed:
-			e.GiveUp = ReasonElapsed
-		case hasDL && time.Until(dl) < e.Wait:
-			e.GiveUp = ReasonDeadline
-		case circuitOf != nil && CircuitState(circuitOf.c.State(time.Now)) == CircuitOpen:
-			e.GiveUp = ReasonCircuitOpen
-		case !budget.withdraw(now):
+		e.Wait, e.GiveUp = t.nextWait(ctx, p, resp, attempt, start, prev, circuitOf)
+		if e.GiveUp == ReasonNone && !budget.withdraw(mono()) {
 			e.GiveUp = ReasonBudget
 		}
 		t.event(ctx, e)
@@ -332,6 +314,39 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return t.finish(req, nil, err, attempt, ReasonCanceled, p)
 		}
 	}
+}
+
+// nextWait is the wait before the retry that follows attempt (backoff,
+// or the server's own wait), and ReasonNone; or the reason no retry can
+// follow: the attempts are spent, the server asks for too long a wait, the
+// wait would end past MaxElapsed or the caller's deadline, or the circuit
+// opened meanwhile. The budget is asked last, by the caller, since asking
+// spends it. The clock is read once.
+func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response, attempt int, start, backoff time.Duration, hc *hostCircuit) (time.Duration, Reason) {
+	wall := time.Now()
+	now := wall.Sub(monoBase) // monotonic, as mono() reads it
+	wait := backoff
+	var asked time.Duration
+	var hasAsked bool
+	if resp != nil {
+		if asked, hasAsked = t.serverWait(resp, wall); hasAsked {
+			wait = asked + p.retryAfterSpread(rand.Float64())
+		}
+	}
+	dl, hasDL := ctx.Deadline()
+	switch {
+	case attempt >= p.MaxAttempts:
+		return wait, ReasonAttempts
+	case hasAsked && asked > p.MaxRetryAfter:
+		return wait, ReasonRetryAfterTooLong
+	case now+wait-start > p.MaxElapsed:
+		return wait, ReasonElapsed
+	case hasDL && dl.Sub(wall) < wait:
+		return wait, ReasonDeadline
+	case hc != nil && hc.isOpen(wall):
+		return wait, ReasonCircuitOpen
+	}
+	return wait, ReasonNone
 }
 
 // resolvedPolicy is a Policy and the same with its defaults filled in.
@@ -372,11 +387,17 @@ func (t *Transport) retryBudget() *Budget {
 	return &t.ownBudget
 }
 
+// sendable is what decide needs to know of a request besides its outcome.
+type sendable struct {
+	again       bool // it may be sent again after it may have reached the server: replayable, its body too
+	unsentAgain bool // its body can be sent again, for an attempt proven unsent
+	keyed       bool // it carries an Idempotency-Key: a 409 means "in flight"
+}
+
 // decide classifies one attempt's outcome. retry is true when another
 // attempt is both useful and safe; otherwise stop names the reason.
-// safe says whether a request that may have reached the server can be sent
-// again; bodyOK whether the body can be sent again at all.
-func (t *Transport) decide(req *http.Request, resp *http.Response, err error, safe, bodyOK, hasKey bool) (retry bool, stop Reason, trigger Trigger) {
+func (t *Transport) decide(req *http.Request, resp *http.Response, err error, r sendable) (retry bool, stop Reason, trigger Trigger) {
+	safe, bodyOK, hasKey := r.again, r.unsentAgain, r.keyed
 	if err != nil && req.Context().Err() != nil {
 		return false, ReasonCanceled, ""
 	}

@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -50,22 +51,26 @@ func unbudgeted(l Lib) Lib {
 // noWait is the retryhttp policy the comparisons use.
 var noWait = retryhttp.Policy{MaxAttempts: 4, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retryhttp.NoJitter}
 
+// silent keeps the Transport's give-up records out of the measurements, as
+// the peers are run without their loggers.
+var silent = slog.New(slog.DiscardHandler)
+
 // Libs are the contenders, bare first.
 func Libs() []Lib {
 	return []Lib{
 		{"bare", func(base http.RoundTripper) http.RoundTripper { return base }},
 		{"retryhttp", func(base http.RoundTripper) http.RoundTripper {
-			return &retryhttp.Transport{Base: base, Policy: noWait}
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent}
 		}},
 		{"retryhttp+metrics", func(base http.RoundTripper) http.RoundTripper {
-			return &retryhttp.Transport{Base: base, Policy: noWait, Metrics: must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Metrics: must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
 		}},
 		{"retryhttp+budget+breaker", func(base http.RoundTripper) http.RoundTripper {
-			return &retryhttp.Transport{Base: base, Policy: noWait, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
 				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerSettings{}))}
 		}},
 		{"retryhttp+all", func(base http.RoundTripper) http.RoundTripper {
-			return &retryhttp.Transport{Base: base, Policy: noWait, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
 				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerSettings{})),
 				Metrics: must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
 		}},

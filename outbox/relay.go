@@ -122,7 +122,8 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	}
 	if o.Client == nil {
 		o.Client = &http.Client{
-			Transport: &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 1}},
+			// The relay logs its deliveries' failures itself.
+			Transport: &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)},
 			Timeout:   min(defaultClientTimeout, o.Lease/2),
 		}
 	}

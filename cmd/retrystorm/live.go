@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -53,6 +54,7 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 		var giveUp retryhttp.Reason
 		tr := &retryhttp.Transport{
 			Base: base, Policy: st.policy, Budget: budget,
+			Logger:  slog.New(slog.DiscardHandler), // the demo's output is its table
 			OnRetry: func(e retryhttp.RetryEvent) { giveUp = e.GiveUp },
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sc.deadline)

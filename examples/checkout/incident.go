@@ -200,9 +200,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}()
 	fast := retryhttp.Policy{MaxAttempts: 4, BaseDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
-	toProvider := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget, Policy: fast,
+	toProvider := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget, Policy: fast, Logger: quiet,
 		Base: countingBase(&providerCalls)}}
-	toMail := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget, Policy: fast}}
+	toMail := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget, Policy: fast, Logger: quiet}}
 	checkoutMW, err := idempotency.New(idempotency.Options{Store: idem, Transactional: true, Logger: quiet})
 	if err != nil {
 		return Result{}, err
@@ -279,7 +279,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// With one retry layer, the client's retries carry the order through
 	// the flicker (the checkout sends each run's provider call once), so
 	// its window must outlast the flicker: 30 attempts of up to 500 ms.
-	sdk := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget,
+	sdk := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget, Logger: quiet,
 		Policy: retryhttp.Policy{MaxAttempts: 30, BaseDelay: 50 * time.Millisecond, MaxDelay: 500 * time.Millisecond, MaxElapsed: time.Minute}}}
 	start := time.Now()
 	flickerFrom.Store(start.Add(300 * time.Millisecond).UnixNano())
