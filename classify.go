@@ -78,6 +78,21 @@ func (t *Transport) retryableStatus(status int, hasKey bool) bool {
 	return false
 }
 
+// serverSignal reads the retry advice some APIs send with an error: Stripe's
+// Stripe-Should-Retry and the Stainless SDKs' X-Should-Retry ("true" or
+// "false"). Defer when there is none.
+func serverSignal(resp *http.Response) Decision {
+	for _, h := range [...]string{"X-Should-Retry", "Stripe-Should-Retry"} {
+		switch v := trimOWS(field(resp.Header, h)); {
+		case strings.EqualFold(v, "true"):
+			return Retry
+		case strings.EqualFold(v, "false"):
+			return Stop
+		}
+	}
+	return Defer
+}
+
 // hostFailureStatus reports whether a status says the host itself is
 // failing, for the Breaker: 502, 503, 504. A 429 is backpressure from a
 // working host, and a 500 an answer about this request.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -208,21 +207,6 @@ func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bo
 		return stackedKey
 	}
 	return stackedNone
-}
-
-// fieldInt reads the integer after prefix in v.
-func fieldInt(v, prefix string) (int, bool) {
-	i := strings.Index(v, prefix)
-	if i < 0 {
-		return 0, false
-	}
-	v = v[i+len(prefix):]
-	end := 0
-	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
-		end++
-	}
-	n, err := strconv.Atoi(v[:end])
-	return n, err == nil
 }
 
 // stacked counts an upper layer's retry, and warns once per Transport and

@@ -193,17 +193,6 @@ func OpenAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// field returns the first value of the header field named, in canonical
-// form, by name: a map lookup. Header.Get canonicalises its argument on
-// every call, which the hints would pay for on every retry, for names that
-// are constants.
-func field(h http.Header, name string) string {
-	if v := h[name]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
 // seconds converts a count of seconds to a Duration, saturating, so a huge
 // value still reads as "longer than we will wait".
 func seconds(s float64) time.Duration {
@@ -212,19 +201,4 @@ func seconds(s float64) time.Duration {
 		return 1<<63 - 1
 	}
 	return time.Duration(s * float64(time.Second))
-}
-
-// serverSignal reads the retry advice some APIs send with an error: Stripe's
-// Stripe-Should-Retry and the Stainless SDKs' X-Should-Retry ("true" or
-// "false"). Defer when there is none.
-func serverSignal(resp *http.Response) Decision {
-	for _, h := range [...]string{"X-Should-Retry", "Stripe-Should-Retry"} {
-		switch v := trimOWS(field(resp.Header, h)); {
-		case strings.EqualFold(v, "true"):
-			return Retry
-		case strings.EqualFold(v, "false"):
-			return Stop
-		}
-	}
-	return Defer
 }

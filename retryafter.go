@@ -60,24 +60,3 @@ func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	}
 	return d, true
 }
-
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// trimOWS strips the optional white space (SP, HTAB) HTTP allows around a
-// field value.
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
