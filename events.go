@@ -42,6 +42,13 @@ func (t *Transport) event(ctx context.Context, e RetryEvent) {
 	if t.OnRetry != nil {
 		t.OnRetry(e)
 	}
+	if hs := t.hooks.Load(); hs != nil {
+		kind := EventRetry
+		if e.GiveUp != ReasonNone {
+			kind = EventGiveUp
+		}
+		hs.emit(ctx, Event{Kind: kind, RetryEvent: e})
+	}
 	logger := t.logger()
 	level, msg := slog.LevelDebug, "retryhttp: retrying"
 	if e.GiveUp != ReasonNone {

@@ -215,8 +215,11 @@ func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bo
 // call anew; the call is sent once all the same, so that the operation's
 // retries and the Transport's do not multiply, and is counted, but it is
 // the design working, not a setting to fix.
-func (t *Transport) stacked(ctx context.Context, signal stackedSignal) {
+func (t *Transport) stacked(ctx context.Context, req *http.Request, signal stackedSignal) {
 	t.Metrics.stackedRetry(signal.String())
+	if hs := t.hooks.Load(); hs != nil {
+		hs.emit(ctx, Event{Kind: EventStacked, RetryEvent: RetryEvent{Request: req}, Signal: signal.String()})
+	}
 	if signal == stackedOperation {
 		return
 	}

@@ -146,6 +146,7 @@ type Transport struct {
 	lastCircuit atomic.Pointer[circuitCache]   // the Breaker circuit of the last host called
 	trackOnce   sync.Once
 	stackWarned atomic.Uint32 // a bit per stackedSignal warned about
+	hookState
 }
 
 // logger is Logger, or slog.Default() when it is nil: the rule of every
@@ -187,6 +188,14 @@ func (t *Transport) CloseIdleConnections() {
 // what did; the reason a response came back after retries is in the logs,
 // the metrics and OnRetry, which always agree.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if hs := t.hooks.Load(); hs != nil {
+		return hs.roundTrip.RoundTrip(req)
+	}
+	return t.roundTrip(req)
+}
+
+// roundTrip is RoundTrip inside the hooks' wrappers.
+func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL == nil {
 		closeRequestBody(req)
 		return nil, errors.New("retryhttp: nil Request.URL")
@@ -223,7 +232,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			once := *p
 			once.MaxAttempts = 1 // the layer above retries: send this once
 			p = &once
-			t.stacked(ctx, signal)
+			t.stacked(ctx, req, signal)
 		}
 	}
 	replayable := hasKey || wire.Idempotent(req.Method)
@@ -233,6 +242,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	base := t.baseTransport()
+	sendVia := base // base, or the hooks' WrapAttempt chain around it
+	if hs := t.hooks.Load(); hs != nil {
+		sendVia = hs.attempt(base)
+	}
 	budget := t.retryBudget()
 	var circuitOf *hostCircuit // the host's circuit, looked up once per RoundTrip
 	if t.Breaker != nil {
@@ -260,7 +273,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			last = nil
 		}
 		sreq, sends := traceSends(base, areq)
-		resp, err := send(base, sreq, p.AttemptTimeout)
+		resp, err := send(sendVia, sreq, p.AttemptTimeout)
 		if resp != nil && t.PeekBody > 0 && resp.StatusCode >= 400 {
 			resp.Body = peek(resp.Body, t.PeekBody)
 		}
@@ -284,7 +297,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if stop == ReasonNotRetryable && trigger != "" && spent(resp, err) {
 				// A Transport below retried this under its own Policy and
 				// gave up: two retry layers on one path.
-				t.stacked(ctx, stackedRetryhttp)
+				t.stacked(ctx, areq, stackedRetryhttp)
 			}
 			return t.finish(req, resp, err, attempt, stop, p)
 		}

@@ -6,13 +6,15 @@
 // ones.
 //
 //	t := &retryhttp.Transport{InjectIdempotencyKey: true}
-//	rt, err := retryhttpotel.Instrument(t)
-//	client := &http.Client{Transport: rt}
+//	if _, err := retryhttpotel.Instrument(t); err != nil { ... }
+//	client := &http.Client{Transport: t}
 //
-// The order matters, and Instrument sets it: the Transport's Base becomes
-// otelhttp over your Base, so each attempt is its own client span, child of
-// the logical request's span; a single otelhttp span around the Transport
-// would hide the retries inside one span.
+// Instrument adds a retryhttp.Hook and changes no field of the Transport:
+// the hook wraps each attempt in otelhttp, so each attempt is its own
+// client span, child of the logical request's span, which the hook wraps
+// around the whole RoundTrip; a single otelhttp span around the Transport
+// would hide the retries inside one span. Instrumenting a Transport twice
+// adds nothing the second time.
 package retryhttpotel
 
 import (
@@ -61,14 +63,24 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// WithTracerProvider sets the TracerProvider; the default is the global one.
+// WithTracerProvider sets the TracerProvider; nil, or no
+// WithTracerProvider, means the global one.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) { c.tp = tp })
+	return optionFunc(func(c *config) {
+		if tp != nil {
+			c.tp = tp
+		}
+	})
 }
 
-// WithMeterProvider sets the MeterProvider; the default is the global one.
+// WithMeterProvider sets the MeterProvider; nil, or no WithMeterProvider,
+// means the global one.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) { c.mp = mp })
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.mp = mp
+		}
+	})
 }
 
 // WithOtelHTTPOptions passes options to the otelhttp transport of the
@@ -77,38 +89,58 @@ func WithOtelHTTPOptions(opts ...otelhttp.Option) Option {
 	return optionFunc(func(c *config) { c.otelhttp = append(c.otelhttp, opts...) })
 }
 
-// Instrument wires t for OpenTelemetry and returns the RoundTripper to use
-// as the client's Transport. It sets t.Base to otelhttp over t.Base (nil
-// meaning http.DefaultTransport) and chains t.OnRetry; call it once, before
-// t is used. net/http's own resends inside one attempt (see
-// retryhttp.Transport) are then not counted by t, whose Base is no longer
-// an *http.Transport; the attempt spans still show each attempt t made.
+// Instrument adds OpenTelemetry's hook to t and returns t, for use as the
+// client's Transport. It changes no field of t, composes with t's other
+// hooks (in the order they were added) and with its OnRetry, and does
+// nothing when t already has it. net/http's own resends inside one attempt
+// are still counted by t (see retryhttp.Transport); the attempt spans show
+// each attempt t made.
 func Instrument(t *retryhttp.Transport, opts ...Option) (http.RoundTripper, error) {
 	if t == nil {
 		return nil, errors.New("retryhttpotel: Instrument: nil Transport")
 	}
+	for _, h := range t.Hooks() {
+		if _, ok := h.(*hook); ok {
+			return t, nil
+		}
+	}
 	c := config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	for _, o := range opts {
-		o.apply(&c)
+		if o != nil {
+			o.apply(&c)
+		}
 	}
 	m, err := newMetrics(c.mp.Meter(ScopeName))
 	if err != nil {
 		return nil, err
 	}
-	base := t.Base
-	if base == nil {
-		base = http.DefaultTransport
+	t.AddHook(&hook{
+		tracer:   c.tp.Tracer(ScopeName),
+		m:        m,
+		httpOpts: append([]otelhttp.Option{otelhttp.WithTracerProvider(c.tp), otelhttp.WithMeterProvider(c.mp)}, c.otelhttp...),
+	})
+	return t, nil
+}
+
+// hook is OpenTelemetry's retryhttp.Hook.
+type hook struct {
+	tracer   trace.Tracer
+	m        *metrics
+	httpOpts []otelhttp.Option
+}
+
+func (h *hook) WrapRoundTrip(next http.RoundTripper) http.RoundTripper {
+	return &requests{next: next, tracer: h.tracer, m: h.m}
+}
+
+func (h *hook) WrapAttempt(next http.RoundTripper) http.RoundTripper {
+	return otelhttp.NewTransport(&attempts{base: next, m: h.m}, h.httpOpts...)
+}
+
+func (h *hook) OnEvent(_ context.Context, e retryhttp.Event) {
+	if e.Kind == retryhttp.EventRetry || e.Kind == retryhttp.EventGiveUp {
+		retryEvent(e.RetryEvent, h.m)
 	}
-	httpOpts := append([]otelhttp.Option{otelhttp.WithTracerProvider(c.tp), otelhttp.WithMeterProvider(c.mp)}, c.otelhttp...)
-	t.Base = otelhttp.NewTransport(&attempts{base: base, m: m}, httpOpts...)
-	next := t.OnRetry
-	t.OnRetry = func(e retryhttp.RetryEvent) {
-		retryEvent(e, m)
-		if next != nil {
-			next(e)
-		}
-	}
-	return &requests{t: t, tracer: c.tp.Tracer(ScopeName), m: m}, nil
 }
 
 // state is what the layers of one logical request share through its
@@ -128,7 +160,7 @@ func stateFrom(ctx context.Context) *state {
 // requests is the outermost layer: a span per logical request, and its
 // outcome counted.
 type requests struct {
-	t      *retryhttp.Transport
+	next   http.RoundTripper
 	tracer trace.Tracer
 	m      *metrics
 }
@@ -142,7 +174,7 @@ func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, span := r.tracer.Start(context.WithValue(req.Context(), stateKey{}, st), "retryhttp "+method,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(keyMethod.String(method)))
 	defer span.End()
-	resp, err := r.t.RoundTrip(req.WithContext(ctx))
+	resp, err := r.next.RoundTrip(req.WithContext(ctx))
 	outcome := outcomeOf(resp, err, retryhttp.Reason(st.giveUp.Load()))
 	n := st.attempts.Load()
 	span.SetAttributes(KeyOutcome.String(outcome), KeyAttempts.Int64(n))

@@ -157,3 +157,51 @@ func TestGiveUp(t *testing.T) {
 	}
 	tp.Shutdown(context.Background())
 }
+
+// Instrument changes no field of the Transport, is idempotent, composes
+// with an OnRetry set afterwards, and takes nil providers as the globals.
+func TestInstrumentAttachesWithoutOverwriting(t *testing.T) {
+	srv := rt.Start(t, rt.Script{"/": {rt.Status(503), rt.Status(200)}}, rt.Options{})
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	base := srv.Transport()
+	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BaseDelay: time.Millisecond}}
+	defer tr.CloseIdleConnections()
+	for range 2 {
+		if _, err := retryhttpotel.Instrument(tr, retryhttpotel.WithTracerProvider(tp), retryhttpotel.WithMeterProvider(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := retryhttpotel.Instrument(&retryhttp.Transport{}, retryhttpotel.WithTracerProvider(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Base != base || tr.OnRetry != nil {
+		t.Fatal("Instrument changed a field of the Transport")
+	}
+	if n := len(tr.Hooks()); n != 1 {
+		t.Fatalf("%d hooks after two Instruments, want 1", n)
+	}
+	var seen int
+	tr.OnRetry = func(retryhttp.RetryEvent) { seen++ }
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	var requests, attempts int
+	for _, s := range sr.Ended() {
+		switch s.SpanKind() {
+		case trace.SpanKindInternal:
+			requests++
+			if len(s.Events()) != 1 {
+				t.Errorf("request span events %v, want one retry", s.Events())
+			}
+		case trace.SpanKindClient:
+			attempts++
+		}
+	}
+	if requests != 1 || attempts != 2 || seen != 1 {
+		t.Fatalf("%d request spans, %d attempt spans, OnRetry called %d times; want 1, 2, 1", requests, attempts, seen)
+	}
+}
