@@ -282,10 +282,12 @@ func TestServiceKilledMidRequest(t *testing.T) {
 	tr := &retryhttp.Transport{
 		InjectIdempotencyKey: true,
 		Budget:               retryhttp.NoBudget,
-		// Five attempts and 100 ms waits span less than the 4 s lock: only a
-		// Retry-After that says how long the crashed claim holds gets the
-		// client past it (a fixed "1" does not).
-		Policy: retryhttp.Policy{MaxAttempts: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
+		// Six attempts, 100 ms waits, or a Retry-After of 1 s, span less than
+		// the child's 8 s lock: only a Retry-After that says how long the
+		// crashed claim holds gets the client past it (a fixed "1" does
+		// not). The spare attempt absorbs, on a loaded machine, a claim
+		// that outlasts StoreTimeout (503) after the restart.
+		Policy: retryhttp.Policy{MaxAttempts: 6, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
 	}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -354,7 +356,7 @@ func TestChildServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	charges := os.Getenv("RETRYHTTP_CHILD_CHARGES")
-	m, err := idempotency.New(quietOptions(idempotency.Options{Store: s, Transactional: true, LockTimeout: 4 * time.Second}))
+	m, err := idempotency.New(quietOptions(idempotency.Options{Store: s, Transactional: true, LockTimeout: 8 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
