@@ -144,7 +144,7 @@ func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, ma
 	for pause := 25 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		sent = time.Now()
 		tctx, cancel := context.WithDeadline(ctx, sent.Add(c.timeout))
-		rec, err := c.store.Claim(tctx, key, fp, owner, c.lock)
+		rec, err := c.store.Claim(tctx, ClaimParams{Key: key, Fingerprint: fp, Owner: owner, Lock: c.lock})
 		cancel()
 		if err != nil {
 			go c.releaseLost(context.WithoutCancel(ctx), key, owner, attrs...)
@@ -174,7 +174,7 @@ func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, ma
 // logged: the claim frees itself after the lock.
 // k, if not nil, is the claim's keeper, stopped.
 func (c *claims) release(ctx context.Context, k *claimKeeper, key, owner string, attrs ...slog.Attr) {
-	err := c.retryStore(ctx, k, func(ctx context.Context) error { return c.store.Release(ctx, key, owner) })
+	err := c.retryStore(ctx, k, func(ctx context.Context) error { return c.store.Release(ctx, ReleaseParams{Key: key, Owner: owner}) })
 	if err != nil {
 		c.log(ctx, slog.LevelError, "idempotency: store release failed; the key is held until LockTimeout", err, attrs...)
 	}
@@ -217,7 +217,7 @@ func (c *claims) run(ctx context.Context, k *claimKeeper, op *opkey.Op, owner st
 		c.release(bg, k, key, owner, attrs...)
 	}
 	if txs != nil {
-		if tx, wctx, err = txs.Begin(wctx, key, owner); err != nil {
+		if tx, wctx, err = txs.Begin(wctx, BeginParams{Key: key, Owner: owner}); err != nil {
 			abandon()
 			return true, stageBegin, err
 		}
@@ -257,7 +257,7 @@ func (c *claims) run(ctx context.Context, k *claimKeeper, op *opkey.Op, owner st
 func (c *claims) releaseLost(ctx context.Context, key, owner string, attrs ...slog.Attr) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := c.store.Release(ctx, key, owner); err != nil {
+	if err := c.store.Release(ctx, ReleaseParams{Key: key, Owner: owner}); err != nil {
 		c.log(ctx, slog.LevelWarn, "idempotency: store release after a failed claim failed; the key may be held until LockTimeout", err, attrs...)
 	}
 }
@@ -266,7 +266,7 @@ func (c *claims) releaseLost(ctx context.Context, key, owner string, attrs ...sl
 // k is the claim's keeper, stopped.
 func (c *claims) complete(ctx context.Context, k *claimKeeper, key, owner string, resp *Response, retention time.Duration) error {
 	return c.retryStore(ctx, k, func(ctx context.Context) error {
-		return c.store.Complete(ctx, key, owner, resp, retention)
+		return c.store.Complete(ctx, CompleteParams{Key: key, Owner: owner, Response: resp, Retention: retention})
 	})
 }
 

@@ -8,21 +8,20 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
-	"time"
 )
 
 // noopStore takes every claim and stores nothing: what is left of a
 // request's cost is the middleware's own.
 type noopStore struct{}
 
-func (noopStore) Claim(context.Context, string, string, string, time.Duration) (*Record, error) {
+func (noopStore) Claim(context.Context, ClaimParams) (*Record, error) {
 	return nil, nil
 }
-func (noopStore) Extend(context.Context, string, string, time.Duration) error { return nil }
-func (noopStore) Complete(context.Context, string, string, *Response, time.Duration) error {
+func (noopStore) Extend(context.Context, ExtendParams) error { return nil }
+func (noopStore) Complete(context.Context, CompleteParams) error {
 	return nil
 }
-func (noopStore) Release(context.Context, string, string) error { return nil }
+func (noopStore) Release(context.Context, ReleaseParams) error { return nil }
 
 // replayStore finds every key completed, with the response the handler
 // below would give: what is left is the middleware's own cost of a replay.
@@ -31,7 +30,7 @@ type replayStore struct {
 	rec *Record
 }
 
-func (s replayStore) Claim(context.Context, string, string, string, time.Duration) (*Record, error) {
+func (s replayStore) Claim(context.Context, ClaimParams) (*Record, error) {
 	return s.rec, nil
 }
 

@@ -39,25 +39,28 @@ func (s *flakyStore) fail(op string) error {
 	return nil
 }
 
-func (s *flakyStore) Complete(ctx context.Context, key, owner string, resp *Response, ret time.Duration) error {
+func (s *flakyStore) Complete(ctx context.Context, p CompleteParams) error {
+	key, owner, resp, ret := p.Key, p.Owner, p.Response, p.Retention
 	if err := s.fail("complete"); err != nil {
 		return err
 	}
-	return s.Store.Complete(ctx, key, owner, resp, ret)
+	return s.Store.Complete(ctx, CompleteParams{Key: key, Owner: owner, Response: resp, Retention: ret})
 }
 
-func (s *flakyStore) Release(ctx context.Context, key, owner string) error {
+func (s *flakyStore) Release(ctx context.Context, p ReleaseParams) error {
+	key, owner := p.Key, p.Owner
 	if err := s.fail("release"); err != nil {
 		return err
 	}
-	return s.Store.Release(ctx, key, owner)
+	return s.Store.Release(ctx, ReleaseParams{Key: key, Owner: owner})
 }
 
-func (s *flakyStore) Extend(ctx context.Context, key, owner string, lock time.Duration) error {
+func (s *flakyStore) Extend(ctx context.Context, p ExtendParams) error {
+	key, owner, lock := p.Key, p.Owner, p.Lock
 	if err := s.fail("extend"); err != nil {
 		return err
 	}
-	return s.Store.Extend(ctx, key, owner, lock)
+	return s.Store.Extend(ctx, ExtendParams{Key: key, Owner: owner, Lock: lock})
 }
 
 // A transient store error after the handler ran (a dead pooled
@@ -242,11 +245,11 @@ func BenchmarkMemoryStoreFullRefusal(b *testing.B) {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			s, _ := NewMemoryStore(n)
 			for i := range n {
-				s.Claim(ctx, fmt.Sprint("held-", i), "fp", "o", time.Hour)
+				s.Claim(ctx, ClaimParams{Key: fmt.Sprint("held-", i), Fingerprint: "fp", Owner: "o", Lock: time.Hour})
 			}
 			b.ResetTimer()
 			for b.Loop() {
-				if _, err := s.Claim(ctx, "new", "fp", "o", time.Hour); !errors.Is(err, ErrStoreFull) {
+				if _, err := s.Claim(ctx, ClaimParams{Key: "new", Fingerprint: "fp", Owner: "o", Lock: time.Hour}); !errors.Is(err, ErrStoreFull) {
 					b.Fatal(err)
 				}
 			}
@@ -276,15 +279,15 @@ func TestMemoryStoreEvictsExpiredClaimsFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		s := mem(t, 2)
-		_, _ = s.Claim(ctx, "short", "fp", "o", time.Second)
-		_, _ = s.Claim(ctx, "long", "fp", "o", time.Hour)
-		_, err := s.Claim(ctx, "new", "fp", "o", time.Hour)
+		_, _ = s.Claim(ctx, ClaimParams{Key: "short", Fingerprint: "fp", Owner: "o", Lock: time.Second})
+		_, _ = s.Claim(ctx, ClaimParams{Key: "long", Fingerprint: "fp", Owner: "o", Lock: time.Hour})
+		_, err := s.Claim(ctx, ClaimParams{Key: "new", Fingerprint: "fp", Owner: "o", Lock: time.Hour})
 		assert.ErrorIs(t, err, ErrStoreFull)
 		time.Sleep(2 * time.Second)
-		rec, err := s.Claim(ctx, "new", "fp", "o", time.Hour)
+		rec, err := s.Claim(ctx, ClaimParams{Key: "new", Fingerprint: "fp", Owner: "o", Lock: time.Hour})
 		require.NoError(t, err)
 		assert.Nil(t, rec)
-		rec, _ = s.Claim(ctx, "long", "fp", "o2", time.Hour)
+		rec, _ = s.Claim(ctx, ClaimParams{Key: "long", Fingerprint: "fp", Owner: "o2", Lock: time.Hour})
 		assert.NotNil(t, rec, "the live claim was kept")
 	})
 }
@@ -299,7 +302,8 @@ type hangingStore struct {
 	tries []time.Duration // how long each Complete took
 }
 
-func (s *hangingStore) Complete(ctx context.Context, key, owner string, resp *Response, ret time.Duration) error {
+func (s *hangingStore) Complete(ctx context.Context, p CompleteParams) error {
+	key, owner, resp, ret := p.Key, p.Owner, p.Response, p.Retention
 	start := time.Now()
 	s.mu.Lock()
 	first := len(s.tries) == 0
@@ -309,7 +313,7 @@ func (s *hangingStore) Complete(ctx context.Context, key, owner string, resp *Re
 		<-ctx.Done()
 		err = ctx.Err()
 	} else {
-		err = s.Store.Complete(ctx, key, owner, resp, ret)
+		err = s.Store.Complete(ctx, CompleteParams{Key: key, Owner: owner, Response: resp, Retention: ret})
 	}
 	s.mu.Lock()
 	s.tries = append(s.tries, time.Since(start))
@@ -368,26 +372,29 @@ func (s *stalledStore) hang(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (s *stalledStore) Claim(ctx context.Context, key, fp, owner string, lock time.Duration) (*Record, error) {
+func (s *stalledStore) Claim(ctx context.Context, p ClaimParams) (*Record, error) {
+	key, fp, owner, lock := p.Key, p.Fingerprint, p.Owner, p.Lock
 	if s.stalled.Load() {
 		s.claims.Add(1)
 		return nil, s.hang(ctx)
 	}
-	return s.Store.Claim(ctx, key, fp, owner, lock)
+	return s.Store.Claim(ctx, ClaimParams{Key: key, Fingerprint: fp, Owner: owner, Lock: lock})
 }
 
-func (s *stalledStore) Extend(ctx context.Context, key, owner string, lock time.Duration) error {
+func (s *stalledStore) Extend(ctx context.Context, p ExtendParams) error {
+	key, owner, lock := p.Key, p.Owner, p.Lock
 	if s.stalled.Load() {
 		return s.hang(ctx)
 	}
-	return s.Store.Extend(ctx, key, owner, lock)
+	return s.Store.Extend(ctx, ExtendParams{Key: key, Owner: owner, Lock: lock})
 }
 
-func (s *stalledStore) Release(ctx context.Context, key, owner string) error {
+func (s *stalledStore) Release(ctx context.Context, p ReleaseParams) error {
+	key, owner := p.Key, p.Owner
 	if s.stalled.Load() {
 		return s.hang(ctx)
 	}
-	return s.Store.Release(ctx, key, owner)
+	return s.Store.Release(ctx, ReleaseParams{Key: key, Owner: owner})
 }
 
 // A handler whose claim can no longer be shown to be held is told to stop

@@ -96,7 +96,8 @@ func (s *MemoryStore) countEarlyEvictionsIn(c prometheus.Counter) {
 }
 
 // Claim implements Store.
-func (s *MemoryStore) Claim(_ context.Context, key, fingerprint, owner string, lock time.Duration) (*Record, error) {
+func (s *MemoryStore) Claim(_ context.Context, p ClaimParams) (*Record, error) {
+	key, fingerprint, owner, lock := p.Key, p.Fingerprint, p.Owner, p.Lock
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -121,7 +122,8 @@ func (s *MemoryStore) Claim(_ context.Context, key, fingerprint, owner string, l
 }
 
 // Extend implements Store.
-func (s *MemoryStore) Extend(_ context.Context, key, owner string, lock time.Duration) error {
+func (s *MemoryStore) Extend(_ context.Context, p ExtendParams) error {
+	key, owner, lock := p.Key, p.Owner, p.Lock
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -135,7 +137,8 @@ func (s *MemoryStore) Extend(_ context.Context, key, owner string, lock time.Dur
 }
 
 // Complete implements Store.
-func (s *MemoryStore) Complete(_ context.Context, key, owner string, resp *Response, retention time.Duration) error {
+func (s *MemoryStore) Complete(_ context.Context, p CompleteParams) error {
+	key, owner, resp, retention := p.Key, p.Owner, p.Response, p.Retention
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -151,7 +154,8 @@ func (s *MemoryStore) Complete(_ context.Context, key, owner string, resp *Respo
 }
 
 // Release implements Store.
-func (s *MemoryStore) Release(_ context.Context, key, owner string) error {
+func (s *MemoryStore) Release(_ context.Context, p ReleaseParams) error {
+	key, owner := p.Key, p.Owner
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.owned(key, owner, time.Now()); e != nil {

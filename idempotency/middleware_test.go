@@ -198,18 +198,20 @@ type failingStore struct {
 
 var errDown = errors.New("store down")
 
-func (s failingStore) Claim(ctx context.Context, key, fp, owner string, lock time.Duration) (*Record, error) {
+func (s failingStore) Claim(ctx context.Context, p ClaimParams) (*Record, error) {
+	key, fp, owner, lock := p.Key, p.Fingerprint, p.Owner, p.Lock
 	if s.fail == "claim" {
 		return nil, errDown
 	}
-	return s.MemoryStore.Claim(ctx, key, fp, owner, lock)
+	return s.MemoryStore.Claim(ctx, ClaimParams{Key: key, Fingerprint: fp, Owner: owner, Lock: lock})
 }
 
-func (s failingStore) Complete(ctx context.Context, key, owner string, resp *Response, ret time.Duration) error {
+func (s failingStore) Complete(ctx context.Context, p CompleteParams) error {
+	key, owner, resp, ret := p.Key, p.Owner, p.Response, p.Retention
 	if s.fail == "complete" {
 		return errDown
 	}
-	return s.MemoryStore.Complete(ctx, key, owner, resp, ret)
+	return s.MemoryStore.Complete(ctx, CompleteParams{Key: key, Owner: owner, Response: resp, Retention: ret})
 }
 
 func TestStoreErrorsFailClosed(t *testing.T) {
@@ -359,23 +361,23 @@ func TestMemoryStoreBounded(t *testing.T) {
 		ctx := context.Background()
 		s := mem(t, 3)
 		for _, k := range []string{"a", "b", "c"} {
-			_, err := s.Claim(ctx, k, "fp", "o", time.Minute)
+			_, err := s.Claim(ctx, ClaimParams{Key: k, Fingerprint: "fp", Owner: "o", Lock: time.Minute})
 			require.NoError(t, err)
 		}
-		_, err := s.Claim(ctx, "d", "fp", "o", time.Minute)
+		_, err := s.Claim(ctx, ClaimParams{Key: "d", Fingerprint: "fp", Owner: "o", Lock: time.Minute})
 		assert.ErrorIs(t, err, ErrStoreFull, "three live in-flight claims are never evicted")
 
-		require.NoError(t, s.Complete(ctx, "b", "o", &Response{Status: 201}, time.Hour))
-		rec, err := s.Claim(ctx, "d", "fp", "o", time.Minute)
+		require.NoError(t, s.Complete(ctx, CompleteParams{Key: "b", Owner: "o", Response: &Response{Status: 201}, Retention: time.Hour}))
+		rec, err := s.Claim(ctx, ClaimParams{Key: "d", Fingerprint: "fp", Owner: "o", Lock: time.Minute})
 		require.NoError(t, err)
 		assert.Nil(t, rec)
 		assert.Equal(t, 3, s.Len())
-		rec, _ = s.Claim(ctx, "b", "fp", "o2", time.Minute)
+		rec, _ = s.Claim(ctx, ClaimParams{Key: "b", Fingerprint: "fp", Owner: "o2", Lock: time.Minute})
 		assert.Nil(t, rec, "the completed record was the one evicted")
 
 		time.Sleep(time.Minute) // all claims expire
 		for i := range 10 {
-			_, err := s.Claim(ctx, string(rune('e'+i)), "fp", "o", time.Minute)
+			_, err := s.Claim(ctx, ClaimParams{Key: string(rune('e' + i)), Fingerprint: "fp", Owner: "o", Lock: time.Minute})
 			require.NoError(t, err)
 			time.Sleep(time.Minute)
 		}
@@ -387,14 +389,14 @@ func TestMemoryStoreTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		s := mem(t)
-		_, _ = s.Claim(ctx, "k", "fp", "o", time.Minute)
-		require.NoError(t, s.Complete(ctx, "k", "o", &Response{Status: 201}, 24*time.Hour))
+		_, _ = s.Claim(ctx, ClaimParams{Key: "k", Fingerprint: "fp", Owner: "o", Lock: time.Minute})
+		require.NoError(t, s.Complete(ctx, CompleteParams{Key: "k", Owner: "o", Response: &Response{Status: 201}, Retention: 24 * time.Hour}))
 		time.Sleep(24*time.Hour - time.Second)
-		rec, _ := s.Claim(ctx, "k", "fp", "o2", time.Minute)
+		rec, _ := s.Claim(ctx, ClaimParams{Key: "k", Fingerprint: "fp", Owner: "o2", Lock: time.Minute})
 		require.NotNil(t, rec)
 		assert.Equal(t, 201, rec.Response.Status)
 		time.Sleep(time.Second)
-		rec, _ = s.Claim(ctx, "k", "fp", "o2", time.Minute)
+		rec, _ = s.Claim(ctx, ClaimParams{Key: "k", Fingerprint: "fp", Owner: "o2", Lock: time.Minute})
 		assert.Nil(t, rec, "expired exactly at retention")
 	})
 }

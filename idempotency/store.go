@@ -25,23 +25,51 @@ type Store interface {
 	// already holds is owner's (nil), so a Claim sent again after its reply
 	// was lost (a network client resends it) does not lock the key against
 	// its own request.
-	Claim(ctx context.Context, key, fingerprint, owner string, lock time.Duration) (*Record, error)
+	Claim(ctx context.Context, p ClaimParams) (*Record, error)
 
 	// Extend moves owner's in-flight claim's expiry to lock from now, while
 	// its handler still runs. It returns ErrNotOwner if owner no longer
 	// holds the claim.
-	Extend(ctx context.Context, key, owner string, lock time.Duration) error
+	Extend(ctx context.Context, p ExtendParams) error
 
 	// Complete replaces owner's in-flight record with the final response,
 	// kept for retention. It returns ErrNotOwner if owner no longer holds
 	// the claim (its lock expired and another request took it).
-	Complete(ctx context.Context, key, owner string, resp *Response, retention time.Duration) error
+	Complete(ctx context.Context, p CompleteParams) error
 
 	// Release deletes owner's in-flight record so that a retry can run. It
 	// does nothing if owner no longer holds it, so a slow request never
 	// releases a claim that a newer one holds.
-	Release(ctx context.Context, key, owner string) error
+	Release(ctx context.Context, p ReleaseParams) error
 }
+
+// The parameters of the Store's operations, as structs so that adjacent
+// strings cannot be swapped silently and an operation can grow.
+type (
+	// ClaimParams are Claim's: take Key for Owner, as an in-flight record
+	// with Fingerprint that expires after Lock.
+	ClaimParams struct {
+		Key, Fingerprint, Owner string
+		Lock                    time.Duration
+	}
+	// ExtendParams are Extend's: Owner's claim on Key expires Lock from now.
+	ExtendParams struct {
+		Key, Owner string
+		Lock       time.Duration
+	}
+	// CompleteParams are Complete's: Owner's claim on Key becomes
+	// Response, kept for Retention.
+	CompleteParams struct {
+		Key, Owner string
+		Response   *Response
+		Retention  time.Duration
+	}
+	// ReleaseParams are Release's: Owner's claim on Key is deleted.
+	ReleaseParams struct{ Key, Owner string }
+	// BeginParams are TxStore.Begin's: a transaction for Owner's claim on
+	// Key.
+	BeginParams struct{ Key, Owner string }
+)
 
 // TxStore is a Store that can run the handler inside a transaction that
 // also stores the response, so that the handler's own writes and the
@@ -52,7 +80,7 @@ type TxStore interface {
 	// Begin prepares a transaction for owner's claim on key and returns a
 	// context that carries it, for the handler to write through. A store
 	// may open the transaction lazily, on the handler's first use of it.
-	Begin(ctx context.Context, key, owner string) (Tx, context.Context, error)
+	Begin(ctx context.Context, p BeginParams) (Tx, context.Context, error)
 }
 
 // Tx is a transaction opened by TxStore.Begin.

@@ -200,7 +200,7 @@ func (k *claimKeeper) extend() {
 	c, w := k.c, k.c.watch
 	sent := time.Now()
 	ctx, cancel := context.WithDeadline(k.ctx, sent.Add(c.timeout))
-	err := c.store.Extend(ctx, k.key, k.owner, c.lock)
+	err := c.store.Extend(ctx, ExtendParams{Key: k.key, Owner: k.owner, Lock: c.lock})
 	cancel()
 	w.mu.Lock()
 	k.extending = false

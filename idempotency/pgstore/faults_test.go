@@ -90,7 +90,7 @@ func TestClaimReplyLost(t *testing.T) {
 	ctx := context.Background()
 	// Warm the one connection's statement cache, so that the next claim is
 	// a single round trip: the one whose reply is lost.
-	if _, err := ps.Claim(ctx, "warm-up", "fp", "o", time.Minute); err != nil {
+	if _, err := ps.Claim(ctx, idempotency.ClaimParams{Key: "warm-up", Fingerprint: "fp", Owner: "o", Lock: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	h := &countingHandler{}

@@ -164,7 +164,8 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 }
 
 // Claim implements idempotency.Store.
-func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock time.Duration) (*idempotency.Record, error) {
+func (s *Store) Claim(ctx context.Context, p idempotency.ClaimParams) (*idempotency.Record, error) {
+	key, fingerprint, owner, lock := p.Key, p.Fingerprint, p.Owner, p.Lock
 	// A live row can vanish or appear between our snapshot and the
 	// conflict check (released, expired, or committed by a concurrent
 	// claimer); then nothing comes back and the key is asked for again.
@@ -222,7 +223,8 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock 
 }
 
 // Extend implements idempotency.Store.
-func (s *Store) Extend(ctx context.Context, key, owner string, lock time.Duration) error {
+func (s *Store) Extend(ctx context.Context, p idempotency.ExtendParams) error {
+	key, owner, lock := p.Key, p.Owner, p.Lock
 	tag, err := s.pool.Exec(ctx, s.extend, key, owner, lock.Microseconds())
 	if err != nil {
 		return fmt.Errorf("pgstore: extend: %w", err)
@@ -257,12 +259,14 @@ func (s *Store) completeOn(ctx context.Context, db execer, key, owner string, re
 }
 
 // Complete implements idempotency.Store.
-func (s *Store) Complete(ctx context.Context, key, owner string, resp *idempotency.Response, retention time.Duration) error {
+func (s *Store) Complete(ctx context.Context, p idempotency.CompleteParams) error {
+	key, owner, resp, retention := p.Key, p.Owner, p.Response, p.Retention
 	return s.completeOn(ctx, s.pool, key, owner, resp, retention)
 }
 
 // Release implements idempotency.Store.
-func (s *Store) Release(ctx context.Context, key, owner string) error {
+func (s *Store) Release(ctx context.Context, p idempotency.ReleaseParams) error {
+	key, owner := p.Key, p.Owner
 	if _, err := s.pool.Exec(ctx, s.release, key, owner); err != nil {
 		return fmt.Errorf("pgstore: release: %w", err)
 	}
@@ -296,7 +300,8 @@ func Tx(ctx context.Context) (pgx.Tx, error) {
 
 // Begin implements idempotency.TxStore. The transaction itself begins on
 // the handler's first Tx call.
-func (s *Store) Begin(ctx context.Context, key, owner string) (idempotency.Tx, context.Context, error) {
+func (s *Store) Begin(ctx context.Context, p idempotency.BeginParams) (idempotency.Tx, context.Context, error) {
+	key, owner := p.Key, p.Owner
 	st := &storeTx{s: s, key: key, owner: owner}
 	return st, context.WithValue(ctx, txKey{}, st), nil
 }
@@ -332,7 +337,7 @@ func (t *storeTx) Commit(ctx context.Context, resp *idempotency.Response, retent
 	case err != nil:
 		return err // the handler could not write its effect: nothing to commit
 	case tx == nil: // the handler wrote nothing through the transaction
-		return t.s.Complete(ctx, t.key, t.owner, resp, retention)
+		return t.s.Complete(ctx, idempotency.CompleteParams{Key: t.key, Owner: t.owner, Response: resp, Retention: retention})
 	}
 	if err := t.s.completeOn(ctx, tx, t.key, t.owner, resp, retention); err != nil {
 		tx.Rollback(ctx)

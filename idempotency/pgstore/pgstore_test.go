@@ -86,11 +86,11 @@ func TestSweep(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	for i := range 3 {
-		if _, err := s.Claim(ctx, fmt.Sprint("k", i), "fp", "o", 10*time.Millisecond); err != nil {
+		if _, err := s.Claim(ctx, idempotency.ClaimParams{Key: fmt.Sprint("k", i), Fingerprint: "fp", Owner: "o", Lock: 10 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Claim(ctx, "live", "fp", "o", time.Minute); err != nil {
+	if _, err := s.Claim(ctx, idempotency.ClaimParams{Key: "live", Fingerprint: "fp", Owner: "o", Lock: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -162,7 +162,7 @@ func (h *chargeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // handler.
 type stalled struct{ *pgstore.Store }
 
-func (stalled) Extend(context.Context, string, string, time.Duration) error { return nil }
+func (stalled) Extend(context.Context, idempotency.ExtendParams) error { return nil }
 
 func txServer(t *testing.T, s idempotency.TxStore, h http.Handler, lock time.Duration) string {
 	m, err := idempotency.New(idempotency.Options{Store: s, Transactional: true, LockTimeout: lock})

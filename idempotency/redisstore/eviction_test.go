@@ -85,14 +85,14 @@ func TestEvictedClaimsAreCounted(t *testing.T) {
 	ctx := context.Background()
 	const n = 100
 	for i := range n {
-		if _, err := s.Claim(ctx, fmt.Sprint("k", i), "fp", "o", time.Hour); err != nil {
+		if _, err := s.Claim(ctx, idempotency.ClaimParams{Key: fmt.Sprint("k", i), Fingerprint: "fp", Owner: "o", Lock: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	fill(t, c, 8<<20)
 	lost := 0
 	for i := range n {
-		if err := s.Complete(ctx, fmt.Sprint("k", i), "o", &idempotency.Response{Status: 201}, time.Hour); errors.Is(err, idempotency.ErrNotOwner) {
+		if err := s.Complete(ctx, idempotency.CompleteParams{Key: fmt.Sprint("k", i), Owner: "o", Response: &idempotency.Response{Status: 201}, Retention: time.Hour}); errors.Is(err, idempotency.ErrNotOwner) {
 			lost++
 		} else if err != nil {
 			t.Fatal(err)
@@ -167,17 +167,17 @@ func TestPersistenceAcrossAKill(t *testing.T) {
 			const n = 20
 			for i := range n {
 				k := fmt.Sprint("k", i)
-				if _, err := s.Claim(ctx, k, "fp", "o", time.Minute); err != nil {
+				if _, err := s.Claim(ctx, idempotency.ClaimParams{Key: k, Fingerprint: "fp", Owner: "o", Lock: time.Minute}); err != nil {
 					t.Fatal(err)
 				}
-				if err := s.Complete(ctx, k, "o", &idempotency.Response{Status: 201}, time.Hour); err != nil {
+				if err := s.Complete(ctx, idempotency.CompleteParams{Key: k, Owner: "o", Response: &idempotency.Response{Status: 201}, Retention: time.Hour}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			srv.restart(c)
 			kept := 0
 			for i := range n {
-				rec, err := s.Claim(ctx, fmt.Sprint("k", i), "fp", "o2", time.Minute)
+				rec, err := s.Claim(ctx, idempotency.ClaimParams{Key: fmt.Sprint("k", i), Fingerprint: "fp", Owner: "o2", Lock: time.Minute})
 				if err != nil {
 					t.Fatal(err)
 				}

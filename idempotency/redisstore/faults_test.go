@@ -47,15 +47,20 @@ func proxied(t *testing.T, maxRetries int) (*redisstore.Store, *faultproxy.Proxy
 		t.Fatal(err)
 	}
 	// Load the scripts, so that the next claim is one EVALSHA.
-	if _, err := s.Claim(context.Background(), "warm-up", "fp", "o", time.Second); err != nil {
+	if _, err := s.Claim(context.Background(), idempotency.ClaimParams{Key: "warm-up", Fingerprint: "fp", Owner: "o", Lock: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []func() error{
 		func() error {
-			return s.Complete(context.Background(), "warm-up", "o", &idempotency.Response{Status: 200}, time.Second)
+			return s.Complete(context.Background(), idempotency.CompleteParams{Key: "warm-up", Owner: "o", Response: &idempotency.Response{Status: 200}, Retention: time.Second})
 		},
-		func() error { _ = s.Extend(context.Background(), "warm-up", "o", time.Second); return nil },
-		func() error { return s.Release(context.Background(), "warm-up", "o") },
+		func() error {
+			_ = s.Extend(context.Background(), idempotency.ExtendParams{Key: "warm-up", Owner: "o", Lock: time.Second})
+			return nil
+		},
+		func() error {
+			return s.Release(context.Background(), idempotency.ReleaseParams{Key: "warm-up", Owner: "o"})
+		},
 	} {
 		if err := f(); err != nil {
 			t.Fatal(err)

@@ -209,7 +209,8 @@ func checkToken(what, v string) error {
 }
 
 // Claim implements idempotency.Store.
-func (s *Store) Claim(ctx context.Context, key, fingerprint, owner string, lock time.Duration) (*idempotency.Record, error) {
+func (s *Store) Claim(ctx context.Context, p idempotency.ClaimParams) (*idempotency.Record, error) {
+	key, fingerprint, owner, lock := p.Key, p.Fingerprint, p.Owner, p.Lock
 	if err := checkToken("owner token", owner); err != nil {
 		return nil, err
 	}
@@ -290,7 +291,8 @@ func (s *Store) claimByScript(ctx context.Context, k, fingerprint, owner string,
 }
 
 // Extend implements idempotency.Store.
-func (s *Store) Extend(ctx context.Context, key, owner string, lock time.Duration) error {
+func (s *Store) Extend(ctx context.Context, p idempotency.ExtendParams) error {
+	key, owner, lock := p.Key, p.Owner, p.Lock
 	n, err := extendScript.Run(ctx, s.client, []string{s.prefix + key}, owner, ms(lock)).Int()
 	if err != nil {
 		return fmt.Errorf("redisstore: extend: %w", err)
@@ -305,7 +307,8 @@ func (s *Store) Extend(ctx context.Context, key, owner string, lock time.Duratio
 }
 
 // Complete implements idempotency.Store.
-func (s *Store) Complete(ctx context.Context, key, owner string, resp *idempotency.Response, retention time.Duration) error {
+func (s *Store) Complete(ctx context.Context, p idempotency.CompleteParams) error {
+	key, owner, resp, retention := p.Key, p.Owner, p.Response, p.Retention
 	payload, err := encode(resp)
 	if err != nil {
 		return err
@@ -324,7 +327,8 @@ func (s *Store) Complete(ctx context.Context, key, owner string, resp *idempoten
 }
 
 // Release implements idempotency.Store.
-func (s *Store) Release(ctx context.Context, key, owner string) error {
+func (s *Store) Release(ctx context.Context, p idempotency.ReleaseParams) error {
+	key, owner := p.Key, p.Owner
 	if err := releaseScript.Run(ctx, s.client, []string{s.prefix + key}, owner).Err(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}

@@ -71,10 +71,10 @@ func TestRecordsExpireByRedisTTL(t *testing.T) {
 	prefix := "retryhttp-test:" + uuid.NewString() + ":"
 	s, _ := redisstore.New(c, prefix)
 	ctx := context.Background()
-	if _, err := s.Claim(ctx, "k", "fp", "o", time.Minute); err != nil {
+	if _, err := s.Claim(ctx, idempotency.ClaimParams{Key: "k", Fingerprint: "fp", Owner: "o", Lock: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Complete(ctx, "k", "o", &idempotency.Response{Status: 201}, 42*time.Second); err != nil {
+	if err := s.Complete(ctx, idempotency.CompleteParams{Key: "k", Owner: "o", Response: &idempotency.Response{Status: 201}, Retention: 42 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	ttl, err := c.PTTL(ctx, prefix+"k").Result()

@@ -51,48 +51,48 @@ const (
 
 func testAPI(t *testing.T, s idempotency.Store) {
 	ctx := context.Background()
-	rec, err := s.Claim(ctx, "k1", "fp1", "owner-a", time.Minute)
+	rec, err := s.Claim(ctx, idempotency.ClaimParams{Key: "k1", Fingerprint: "fp1", Owner: "owner-a", Lock: time.Minute})
 	must(t, err)
 	if rec != nil {
 		t.Fatalf("first Claim returned %+v, want nil (claimed)", rec)
 	}
-	rec, err = s.Claim(ctx, "k1", "fp1", "owner-b", time.Minute)
+	rec, err = s.Claim(ctx, idempotency.ClaimParams{Key: "k1", Fingerprint: "fp1", Owner: "owner-b", Lock: time.Minute})
 	must(t, err)
 	if rec == nil || rec.Fingerprint != "fp1" || rec.Response != nil {
 		t.Fatalf("second Claim returned %+v, want the in-flight record of fp1", rec)
 	}
-	if err := s.Complete(ctx, "k1", "owner-b", &idempotency.Response{Status: 201}, time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+	if err := s.Complete(ctx, idempotency.CompleteParams{Key: "k1", Owner: "owner-b", Response: &idempotency.Response{Status: 201}, Retention: time.Minute}); !errors.Is(err, idempotency.ErrNotOwner) {
 		t.Fatalf("Complete by a non-owner: %v, want ErrNotOwner", err)
 	}
-	must(t, s.Release(ctx, "k1", "owner-b")) // not the owner: nothing happens
-	if rec, _ := s.Claim(ctx, "k1", "fp1", "owner-c", time.Minute); rec == nil {
+	must(t, s.Release(ctx, idempotency.ReleaseParams{Key: "k1", Owner: "owner-b"})) // not the owner: nothing happens
+	if rec, _ := s.Claim(ctx, idempotency.ClaimParams{Key: "k1", Fingerprint: "fp1", Owner: "owner-c", Lock: time.Minute}); rec == nil {
 		t.Fatal("a non-owner's Release freed the claim")
 	}
 	resp := &idempotency.Response{Status: 201, Header: http.Header{"X-Id": {"7"}}, Body: []byte(`{"id":7}`)}
-	must(t, s.Complete(ctx, "k1", "owner-a", resp, time.Minute))
-	rec, err = s.Claim(ctx, "k1", "fp1", "owner-d", time.Minute)
+	must(t, s.Complete(ctx, idempotency.CompleteParams{Key: "k1", Owner: "owner-a", Response: resp, Retention: time.Minute}))
+	rec, err = s.Claim(ctx, idempotency.ClaimParams{Key: "k1", Fingerprint: "fp1", Owner: "owner-d", Lock: time.Minute})
 	must(t, err)
 	if rec == nil || rec.Response == nil || rec.Response.Status != 201 || string(rec.Response.Body) != `{"id":7}` || rec.Response.Header.Get("X-Id") != "7" {
 		t.Fatalf("after Complete, Claim returned %+v", rec)
 	}
-	must(t, s.Release(ctx, "k1", "owner-a")) // completed: Release must not delete it
-	if rec, _ := s.Claim(ctx, "k1", "fp1", "owner-e", time.Minute); rec == nil || rec.Response == nil {
+	must(t, s.Release(ctx, idempotency.ReleaseParams{Key: "k1", Owner: "owner-a"})) // completed: Release must not delete it
+	if rec, _ := s.Claim(ctx, idempotency.ClaimParams{Key: "k1", Fingerprint: "fp1", Owner: "owner-e", Lock: time.Minute}); rec == nil || rec.Response == nil {
 		t.Fatal("Release deleted a completed record")
 	}
 
 	// Claim is idempotent per owner: a repeated Claim (a client library
 	// resending it after a lost reply) finds its own claim, not another's.
-	rec, err = s.Claim(ctx, "k5", "fp", "owner-a", time.Minute)
+	rec, err = s.Claim(ctx, idempotency.ClaimParams{Key: "k5", Fingerprint: "fp", Owner: "owner-a", Lock: time.Minute})
 	must(t, err)
 	if rec != nil {
 		t.Fatalf("first Claim of k5: %+v", rec)
 	}
-	rec, err = s.Claim(ctx, "k5", "fp", "owner-a", time.Minute)
+	rec, err = s.Claim(ctx, idempotency.ClaimParams{Key: "k5", Fingerprint: "fp", Owner: "owner-a", Lock: time.Minute})
 	must(t, err)
 	if rec != nil {
 		t.Fatalf("the owner's repeated Claim returned %+v, want nil (still ours)", rec)
 	}
-	rec, err = s.Claim(ctx, "k5", "fp", "owner-b", time.Minute)
+	rec, err = s.Claim(ctx, idempotency.ClaimParams{Key: "k5", Fingerprint: "fp", Owner: "owner-b", Lock: time.Minute})
 	must(t, err)
 	if rec == nil || rec.Response != nil {
 		t.Fatalf("another owner's Claim returned %+v, want the in-flight record", rec)
@@ -100,50 +100,50 @@ func testAPI(t *testing.T, s idempotency.Store) {
 	if !rec.Expires.IsZero() && (time.Until(rec.Expires) > time.Minute+time.Second || time.Until(rec.Expires) < 50*time.Second) {
 		t.Fatalf("in-flight record expires in %v, want about the 1m lock", time.Until(rec.Expires))
 	}
-	must(t, s.Complete(ctx, "k5", "owner-a", &idempotency.Response{Status: 200}, time.Minute))
-	if rec, _ := s.Claim(ctx, "k5", "fp", "owner-a", time.Minute); rec == nil || rec.Response == nil {
+	must(t, s.Complete(ctx, idempotency.CompleteParams{Key: "k5", Owner: "owner-a", Response: &idempotency.Response{Status: 200}, Retention: time.Minute}))
+	if rec, _ := s.Claim(ctx, idempotency.ClaimParams{Key: "k5", Fingerprint: "fp", Owner: "owner-a", Lock: time.Minute}); rec == nil || rec.Response == nil {
 		t.Fatalf("after Complete, the owner's Claim returned %+v, want the completed record", rec)
 	}
 
 	// Extend keeps a claim past its lock; only its owner can, only while
 	// it is in flight.
-	_, err = s.Claim(ctx, "k6", "fp", "owner-a", 300*time.Millisecond)
+	_, err = s.Claim(ctx, idempotency.ClaimParams{Key: "k6", Fingerprint: "fp", Owner: "owner-a", Lock: 300 * time.Millisecond})
 	must(t, err)
-	if err := s.Extend(ctx, "k6", "owner-b", time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+	if err := s.Extend(ctx, idempotency.ExtendParams{Key: "k6", Owner: "owner-b", Lock: time.Minute}); !errors.Is(err, idempotency.ErrNotOwner) {
 		t.Fatalf("Extend by a non-owner: %v, want ErrNotOwner", err)
 	}
-	must(t, s.Extend(ctx, "k6", "owner-a", time.Minute))
+	must(t, s.Extend(ctx, idempotency.ExtendParams{Key: "k6", Owner: "owner-a", Lock: time.Minute}))
 	time.Sleep(400 * time.Millisecond)
-	if rec, _ := s.Claim(ctx, "k6", "fp", "owner-b", time.Minute); rec == nil {
+	if rec, _ := s.Claim(ctx, idempotency.ClaimParams{Key: "k6", Fingerprint: "fp", Owner: "owner-b", Lock: time.Minute}); rec == nil {
 		t.Fatal("an extended claim expired at its first lock")
 	}
-	must(t, s.Complete(ctx, "k6", "owner-a", &idempotency.Response{Status: 200}, time.Minute))
-	if err := s.Extend(ctx, "k6", "owner-a", time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+	must(t, s.Complete(ctx, idempotency.CompleteParams{Key: "k6", Owner: "owner-a", Response: &idempotency.Response{Status: 200}, Retention: time.Minute}))
+	if err := s.Extend(ctx, idempotency.ExtendParams{Key: "k6", Owner: "owner-a", Lock: time.Minute}); !errors.Is(err, idempotency.ErrNotOwner) {
 		t.Fatalf("Extend of a completed record: %v, want ErrNotOwner", err)
 	}
-	_, err = s.Claim(ctx, "k7", "fp", "owner-a", 100*time.Millisecond)
+	_, err = s.Claim(ctx, idempotency.ClaimParams{Key: "k7", Fingerprint: "fp", Owner: "owner-a", Lock: 100 * time.Millisecond})
 	must(t, err)
 	time.Sleep(200 * time.Millisecond)
-	if err := s.Extend(ctx, "k7", "owner-a", time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+	if err := s.Extend(ctx, idempotency.ExtendParams{Key: "k7", Owner: "owner-a", Lock: time.Minute}); !errors.Is(err, idempotency.ErrNotOwner) {
 		t.Fatalf("Extend of an expired claim: %v, want ErrNotOwner", err)
 	}
 
 	// An owner's Release frees the key.
-	_, err = s.Claim(ctx, "k2", "fp", "owner-a", time.Minute)
+	_, err = s.Claim(ctx, idempotency.ClaimParams{Key: "k2", Fingerprint: "fp", Owner: "owner-a", Lock: time.Minute})
 	must(t, err)
-	must(t, s.Release(ctx, "k2", "owner-a"))
-	if rec, _ := s.Claim(ctx, "k2", "fp", "owner-b", time.Minute); rec != nil {
+	must(t, s.Release(ctx, idempotency.ReleaseParams{Key: "k2", Owner: "owner-a"}))
+	if rec, _ := s.Claim(ctx, idempotency.ClaimParams{Key: "k2", Fingerprint: "fp", Owner: "owner-b", Lock: time.Minute}); rec != nil {
 		t.Fatalf("after Release, Claim returned %+v", rec)
 	}
 
 	// An expired claim is free, and its old owner can no longer complete it.
-	_, err = s.Claim(ctx, "k3", "fp", "owner-a", 100*time.Millisecond)
+	_, err = s.Claim(ctx, idempotency.ClaimParams{Key: "k3", Fingerprint: "fp", Owner: "owner-a", Lock: 100 * time.Millisecond})
 	must(t, err)
 	time.Sleep(200 * time.Millisecond)
-	if rec, _ := s.Claim(ctx, "k3", "fp", "owner-b", time.Minute); rec != nil {
+	if rec, _ := s.Claim(ctx, idempotency.ClaimParams{Key: "k3", Fingerprint: "fp", Owner: "owner-b", Lock: time.Minute}); rec != nil {
 		t.Fatalf("an expired claim was not free: %+v", rec)
 	}
-	if err := s.Complete(ctx, "k3", "owner-a", &idempotency.Response{Status: 200}, time.Minute); !errors.Is(err, idempotency.ErrNotOwner) {
+	if err := s.Complete(ctx, idempotency.CompleteParams{Key: "k3", Owner: "owner-a", Response: &idempotency.Response{Status: 200}, Retention: time.Minute}); !errors.Is(err, idempotency.ErrNotOwner) {
 		t.Fatalf("Complete by the expired owner: %v, want ErrNotOwner", err)
 	}
 
@@ -154,7 +154,7 @@ func testAPI(t *testing.T, s idempotency.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec, err := s.Claim(ctx, "k4", "fp", fmt.Sprintf("owner-%d", i), time.Minute)
+			rec, err := s.Claim(ctx, idempotency.ClaimParams{Key: "k4", Fingerprint: "fp", Owner: fmt.Sprintf("owner-%d", i), Lock: time.Minute})
 			if err != nil {
 				t.Error(err)
 			}
@@ -346,8 +346,8 @@ func testNotStored(t *testing.T, s idempotency.Store) {
 // can no longer extend or release them.
 type crashed struct{ idempotency.Store }
 
-func (crashed) Extend(context.Context, string, string, time.Duration) error { return nil }
-func (crashed) Release(context.Context, string, string) error               { return nil }
+func (crashed) Extend(context.Context, idempotency.ExtendParams) error   { return nil }
+func (crashed) Release(context.Context, idempotency.ReleaseParams) error { return nil }
 
 func testCrashedClaim(t *testing.T, s idempotency.Store) {
 	// The first request's handler hangs in a process that died: its claim
@@ -501,8 +501,9 @@ type lostReply struct {
 
 var errLost = errors.New("storetest: reply lost")
 
-func (l *lostReply) Claim(ctx context.Context, key, fp, owner string, lock time.Duration) (*idempotency.Record, error) {
-	rec, err := l.Store.Claim(ctx, key, fp, owner, lock)
+func (l *lostReply) Claim(ctx context.Context, p idempotency.ClaimParams) (*idempotency.Record, error) {
+	key, fp, owner, lock := p.Key, p.Fingerprint, p.Owner, p.Lock
+	rec, err := l.Store.Claim(ctx, idempotency.ClaimParams{Key: key, Fingerprint: fp, Owner: owner, Lock: lock})
 	lost := false
 	l.once.Do(func() { lost = true })
 	if lost && err == nil && rec == nil {
