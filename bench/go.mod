@@ -17,6 +17,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
@@ -42,3 +43,5 @@ require (
 replace github.com/retryhttp/retryhttp/idempotency/pgstore => ../idempotency/pgstore
 
 replace github.com/retryhttp/retryhttp/idempotency/redisstore => ../idempotency/redisstore
+
+replace github.com/retryhttp/retryhttp/pgschema => ../pgschema

@@ -7,6 +7,7 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.24.0
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
 
@@ -27,3 +28,5 @@ require (
 )
 
 replace github.com/retryhttp/retryhttp => ../
+
+replace github.com/retryhttp/retryhttp/pgschema => ../pgschema

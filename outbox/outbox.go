@@ -28,18 +28,21 @@ package outbox
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retryhttp/retryhttp/pgschema"
 )
 
 // Message is an HTTP request to deliver.
@@ -74,9 +77,24 @@ type Outbox struct {
 // DefaultTable is the table New uses when given "".
 const DefaultTable = "retryhttp_outbox"
 
-var validTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+func quote(name string) string { return pgschema.Quote(name) }
 
-func quote(name string) string { return pgx.Identifier(strings.Split(name, ".")).Sanitize() }
+// migrations are the outbox table's schema, numbered steps up and down
+// (see package pgschema).
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+var migrations = func() []pgschema.Migration {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err == nil {
+		var ms []pgschema.Migration
+		if ms, err = pgschema.Load(sub); err == nil {
+			return ms
+		}
+	}
+	panic("outbox: " + err.Error()) // the embedded files are checked by TestMigrations
+}()
 
 // New returns an Outbox on table ("" means DefaultTable; "schema.table" is
 // accepted). It does not create the table: see Migrate.
@@ -87,7 +105,7 @@ func New(pool *pgxpool.Pool, table string) (*Outbox, error) {
 	if table == "" {
 		table = DefaultTable
 	}
-	if !validTable.MatchString(table) {
+	if !pgschema.ValidName(table) {
 		return nil, fmt.Errorf("outbox: invalid table name %q", table)
 	}
 	o := &Outbox{pool: pool, table: table, channel: strings.ReplaceAll(table, ".", "_") + "_new"}
@@ -95,43 +113,25 @@ func New(pool *pgxpool.Pool, table string) (*Outbox, error) {
 	return o, nil
 }
 
-// SchemaFor returns the CREATE statements for an outbox table: the
-// messages, and the index of pending ones by due time that relays read.
-func SchemaFor(table string) string {
-	t := quote(table)
-	base := table
-	if i := strings.LastIndex(table, "."); i >= 0 {
-		base = table[i+1:]
+// SchemaFor returns the statements that create an outbox table and the
+// index of pending ones by due time that relays read: every migration's up
+// step, for those who apply schemas with their own tool.
+func SchemaFor(table string) string { return pgschema.UpSQL(migrations, table) }
+
+// Migrate brings the table to the latest version of its schema (numbered
+// steps, see package pgschema); safe to run from every replica at once.
+func (o *Outbox) Migrate(ctx context.Context) error {
+	if _, err := pgschema.Migrate(ctx, o.pool, pgschema.MigrateParams{Table: o.table, Migrations: migrations, Lock: "retryhttp outbox " + o.table}); err != nil {
+		return fmt.Errorf("outbox: %w", err)
 	}
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
-	id           text PRIMARY KEY,
-	method       text NOT NULL,
-	url          text NOT NULL,
-	header       jsonb NOT NULL DEFAULT '{}',
-	body         bytea,
-	status       text NOT NULL DEFAULT 'pending',
-	deliveries   integer NOT NULL DEFAULT 0,
-	next_at      timestamptz NOT NULL DEFAULT now(),
-	created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
-	delivered_at timestamptz,
-	last_status  integer,
-	last_error   text
-);
-CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (next_at) WHERE status = 'pending';`, t, quote(base+"_pending"))
+	return nil
 }
 
-// Migrate creates the table and its index if they do not exist; safe to
-// run from every replica at once.
-func (o *Outbox) Migrate(ctx context.Context) error {
-	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "retryhttp outbox "+o.table); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, SchemaFor(o.table))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("outbox: migrate: %w", err)
+// MigrateDown reverts the table's schema to version to (0: drops it), for
+// a rollback of this module.
+func (o *Outbox) MigrateDown(ctx context.Context, to int) error {
+	if _, err := pgschema.Migrate(ctx, o.pool, pgschema.MigrateParams{Table: o.table, Migrations: migrations, Lock: "retryhttp outbox " + o.table, To: to, Down: true}); err != nil {
+		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
 }

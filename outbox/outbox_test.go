@@ -64,7 +64,10 @@ func newOutbox(t testing.TB, p *pgxpool.Pool) *outbox.Outbox {
 	if err := o.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	t.Cleanup(func() {
+		p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+		p.Exec(context.Background(), "DELETE FROM retryhttp_schema_versions WHERE name = $1", table)
+	})
 	return o
 }
 
@@ -601,4 +604,27 @@ func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 	if n := got.Load(); n != 1 {
 		t.Fatalf("the receiver got the message %d times, want once: the lost outcome was not recorded in time", n)
 	}
+}
+
+// The embedded migrations load and build the table relays use; down to 0
+// drops it.
+func TestMigrations(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	ctx := context.Background()
+	if err := o.Migrate(ctx); err != nil { // again: nothing to do
+		t.Fatal(err)
+	}
+	if _, err := o.Enqueue(ctx, p, outbox.Message{URL: "http://127.0.0.1:1/"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.MigrateDown(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	var exists bool
+	p.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", o.Table()).Scan(&exists)
+	if exists {
+		t.Fatal("MigrateDown(0) left the table")
+	}
+	p.Exec(ctx, "DELETE FROM retryhttp_schema_versions WHERE name = $1", o.Table())
 }

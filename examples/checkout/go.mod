@@ -24,6 +24,7 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
@@ -37,3 +38,5 @@ replace (
 	github.com/retryhttp/retryhttp/idempotency/redisstore => ../../idempotency/redisstore
 	github.com/retryhttp/retryhttp/outbox => ../../outbox
 )
+
+replace github.com/retryhttp/retryhttp/pgschema => ../../pgschema

@@ -207,7 +207,10 @@ func TestMigrateConcurrently(t *testing.T) {
 	p := pool(t)
 	for round := range 5 {
 		table := fmt.Sprintf("idem_mig_%d_%s", round, strings.ReplaceAll(uuid.NewString(), "-", "")[:12])
-		t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+		t.Cleanup(func() {
+			p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+			p.Exec(context.Background(), "DELETE FROM retryhttp_schema_versions WHERE name = $1", table)
+		})
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
 		for range 8 {

@@ -20,11 +20,11 @@ package pgstore
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
+	"io/fs"
 	"sync"
 	"time"
 
@@ -32,44 +32,39 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/retryhttp/retryhttp/pgschema"
+
 	"github.com/retryhttp/retryhttp/idempotency"
 )
 
 // DefaultTable is the table New uses when given "".
 const DefaultTable = "idempotency_keys"
 
-// Schema is the migration for DefaultTable; SchemaFor gives it for another.
+// migrations are the table's schema, numbered steps up and down (see
+// package pgschema).
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+var migrations = func() []pgschema.Migration {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err == nil {
+		var ms []pgschema.Migration
+		if ms, err = pgschema.Load(sub); err == nil {
+			return ms
+		}
+	}
+	panic("pgstore: " + err.Error()) // the embedded files are checked by TestMigrations
+}()
+
+// Schema is the schema for DefaultTable; SchemaFor gives it for another.
 var Schema = SchemaFor(DefaultTable)
 
-// SchemaFor returns the CREATE statements for the records table and the
-// index on expires_at the sweeper uses. table must be a valid name (see
-// New).
-func SchemaFor(table string) string {
-	t := quote(table)
-	idx := quote(strings.ReplaceAll(table, ".", "_") + "_expires_at")
-	if i := strings.LastIndex(table, "."); i >= 0 {
-		idx = quote(table[i+1:] + "_expires_at")
-	}
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
-	key         text PRIMARY KEY,
-	fingerprint text NOT NULL,
-	owner       text NOT NULL,
-	done        boolean NOT NULL DEFAULT false,
-	status      integer,
-	header      jsonb,
-	body        bytea,
-	too_large   boolean NOT NULL DEFAULT false,
-	expires_at  timestamptz NOT NULL,
-	created_at  timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS %s ON %s (expires_at);`, t, idx, t)
-}
-
-var validTable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
-
-func quote(table string) string {
-	return pgx.Identifier(strings.Split(table, ".")).Sanitize()
-}
+// SchemaFor returns the statements that create the records table and the
+// index on expires_at the sweeper uses, every migration's up step, for
+// those who apply schemas with their own tool. table must be a valid name
+// (see New).
+func SchemaFor(table string) string { return pgschema.UpSQL(migrations, table) }
 
 // Store is an idempotency.TxStore on PostgreSQL. It is safe for concurrent
 // use.
@@ -89,10 +84,10 @@ func New(pool *pgxpool.Pool, table string) (*Store, error) {
 	if table == "" {
 		table = DefaultTable
 	}
-	if !validTable.MatchString(table) {
+	if !pgschema.ValidName(table) {
 		return nil, fmt.Errorf("pgstore: invalid table name %q", table)
 	}
-	t := quote(table)
+	t := pgschema.Quote(table)
 	return &Store{
 		pool:  pool,
 		table: table,
@@ -136,20 +131,24 @@ WHERE key = $1 AND owner = $2 AND NOT done AND expires_at > now()`,
 	}, nil
 }
 
-// Migrate creates the table and its index if they do not exist. It is safe
-// to run from every replica at start-up: an advisory lock serialises
+// Migrate brings the table to the latest version of its schema (see
+// package pgschema: numbered steps, applied in one transaction). It is
+// safe to run from every replica at start-up: an advisory lock serialises
 // concurrent runs (CREATE ... IF NOT EXISTS alone is not safe under
-// concurrency in PostgreSQL).
+// concurrency in PostgreSQL). A table made before versions were kept is
+// brought up by the same steps.
 func (s *Store) Migrate(ctx context.Context) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "retryhttp pgstore "+s.table); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, SchemaFor(s.table))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("pgstore: migrate: %w", err)
+	if _, err := pgschema.Migrate(ctx, s.pool, pgschema.MigrateParams{Table: s.table, Migrations: migrations, Lock: "retryhttp pgstore " + s.table}); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	return nil
+}
+
+// MigrateDown reverts the table's schema to version to (0: drops it), for
+// a rollback of this module.
+func (s *Store) MigrateDown(ctx context.Context, to int) error {
+	if _, err := pgschema.Migrate(ctx, s.pool, pgschema.MigrateParams{Table: s.table, Migrations: migrations, Lock: "retryhttp pgstore " + s.table, To: to, Down: true}); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
 	}
 	return nil
 }

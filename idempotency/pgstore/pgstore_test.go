@@ -57,7 +57,10 @@ func newStore(t *testing.T) *pgstore.Store {
 		t.Fatal(err)
 	}
 	tables.Store(s, table)
-	t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	t.Cleanup(func() {
+		p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+		p.Exec(context.Background(), "DELETE FROM retryhttp_schema_versions WHERE name = $1", table)
+	})
 	return s
 }
 
@@ -106,7 +109,10 @@ func chargesTable(t *testing.T, p *pgxpool.Pool) string {
 	if _, err := p.Exec(context.Background(), "CREATE TABLE "+name+" (id bigserial PRIMARY KEY, amount int NOT NULL, idem_key text)"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name) })
+	t.Cleanup(func() {
+		p.Exec(context.Background(), "DROP TABLE IF EXISTS "+name)
+		p.Exec(context.Background(), "DELETE FROM retryhttp_schema_versions WHERE name = $1", name)
+	})
 	return name
 }
 
@@ -346,7 +352,10 @@ func BenchmarkMiddleware(b *testing.B) {
 	if err := s.Migrate(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	b.Cleanup(func() {
+		p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+		p.Exec(context.Background(), "DELETE FROM retryhttp_schema_versions WHERE name = $1", table)
+	})
 	storetest.Bench(b, s)
 }
 
@@ -396,5 +405,44 @@ func TestRunnerTransactional(t *testing.T) {
 	}
 	if n := countRows(t, p, charges); n != 1 || runs != 2 {
 		t.Fatalf("%d rows and %d runs, want 1 and 2", n, runs)
+	}
+}
+
+// The embedded migrations load, and the schema they build is the one the
+// Store queries; a table made before versions were kept is brought up.
+func TestMigrations(t *testing.T) {
+	p := pool(t)
+	ctx := context.Background()
+	table := "legacy_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	t.Cleanup(func() {
+		p.Exec(ctx, "DROP TABLE IF EXISTS "+table)
+		p.Exec(ctx, "DELETE FROM retryhttp_schema_versions WHERE name = $1", table)
+	})
+	if _, err := p.Exec(ctx, pgstore.SchemaFor(table)); err != nil { // as an earlier release's Migrate made it
+		t.Fatal(err)
+	}
+	s, err := pgstore.New(p, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v int
+	if err := p.QueryRow(ctx, "SELECT version FROM retryhttp_schema_versions WHERE name = $1", table).Scan(&v); err != nil || v != 1 {
+		t.Fatalf("version %d, %v; want 1", v, err)
+	}
+	if _, err := s.Claim(ctx, idempotency.ClaimParams{Key: "k", Fingerprint: "fp", Owner: "o", Lock: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MigrateDown(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	var exists bool
+	p.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists)
+	if exists {
+		t.Fatal("MigrateDown(0) left the table")
 	}
 }
