@@ -144,7 +144,7 @@ const versionsTable = "retryhttp_schema_versions"
 // (replicas starting at once) apply each step once. It returns the version
 // reached. A table created before versions were kept (by CREATE ... IF NOT
 // EXISTS) counts as version 0 and is brought up by the same steps, which
-// create nothing twice.
+// create nothing twice; so does a table dropped since it was migrated.
 func Migrate(ctx context.Context, db Beginner, p MigrateParams) (int, error) {
 	if !ValidName(p.Table) {
 		return 0, fmt.Errorf("pgschema: invalid table name %q", p.Table)
@@ -174,6 +174,17 @@ func Migrate(ctx context.Context, db Beginner, p MigrateParams) (int, error) {
 		err := tx.QueryRow(ctx, `SELECT version FROM `+versionsTable+` WHERE name = $1`, p.Table).Scan(&cur)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
+		}
+		if cur > 0 {
+			// A table dropped by hand (a test's cleanup, a reset) has no
+			// schema left, whatever the record says.
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, Quote(p.Table)).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				cur = 0
+			}
 		}
 		if cur > last {
 			return fmt.Errorf("pgschema: %s is at version %d, newer than this code's %d: deploy the newer code, or migrate down with it", p.Table, cur, last)

@@ -116,6 +116,15 @@ func TestMigrateUpAndDown(t *testing.T) {
 	if got := columns(t, p, table); got != "" {
 		t.Fatalf("columns %q at version 0: the table should be gone", got)
 	}
+	if v, err := pgschema.Migrate(ctx, p, pgschema.MigrateParams{Table: table, Migrations: ms}); err != nil || v != 2 {
+		t.Fatalf("up again: v%d %v", v, err)
+	}
+	if _, err := p.Exec(ctx, "DROP TABLE "+table); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := pgschema.Migrate(ctx, p, pgschema.MigrateParams{Table: table, Migrations: ms}); err != nil || v != 2 || columns(t, p, table) != "at,id" {
+		t.Fatalf("after the table was dropped by hand: v%d %v, columns %q", v, err, columns(t, p, table))
+	}
 	if _, err := pgschema.Migrate(ctx, p, pgschema.MigrateParams{Table: table, Migrations: ms, To: 3}); err == nil {
 		t.Fatal("a version past the last was accepted")
 	}
