@@ -205,3 +205,30 @@ func TestInstrumentAttachesWithoutOverwriting(t *testing.T) {
 		t.Fatalf("%d request spans, %d attempt spans, OnRetry called %d times; want 1, 2, 1", requests, attempts, seen)
 	}
 }
+
+// net/http's own resend of a request on a reused connection that died is
+// still counted as an attempt under the hook's otelhttp wrapper: the
+// Transport reads its Base's type, not what the hooks wrap it in.
+func TestHiddenResendsStayCounted(t *testing.T) {
+	srv := rt.Start(t, rt.Script{"/": {rt.Status(200), rt.Hangup(), rt.Status(503), rt.Status(200)}}, rt.Options{})
+	tp := sdktrace.NewTracerProvider()
+	var attempts []int
+	tr := &retryhttp.Transport{Base: srv.Transport(), Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond},
+		OnRetry: func(e retryhttp.RetryEvent) { attempts = append(attempts, e.Attempt) }}
+	defer tr.CloseIdleConnections()
+	if _, err := retryhttpotel.Instrument(tr, retryhttpotel.WithTracerProvider(tp)); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: tr}
+	for range 2 {
+		resp, err := c.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if len(srv.Requests()) != 3 || len(attempts) != 1 || attempts[0] != 2 {
+		t.Fatalf("server saw %d requests, give-up after attempts %v; want 3 and [2]: the resend is attempt 2", len(srv.Requests()), attempts)
+	}
+}
