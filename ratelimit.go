@@ -19,6 +19,7 @@ type RetryHint func(resp *http.Response, now time.Time) (wait time.Duration, ok 
 // nil, first match wins, as a new slice to extend or reorder:
 //
 //   - RetryAfterMs: Retry-After-Ms (milliseconds; OpenAI, Anthropic).
+//   - AmzRetryAfter: x-amz-retry-after (milliseconds; AWS services).
 //   - RateLimitFields: the IETF RateLimit field (draft-ietf-httpapi-
 //     ratelimit-headers: `"default";r=0;t=30`, as Cloudflare sends) and the
 //     older drafts' RateLimit-Reset.
@@ -27,13 +28,25 @@ type RetryHint func(resp *http.Response, now time.Time) (wait time.Duration, ok 
 //   - RateLimitReset("X-RateLimit-Reset", UnitAuto): seconds or a Unix
 //     time (GitHub), told apart by size.
 func DefaultRetryHints() []RetryHint {
-	return []RetryHint{RetryAfterMs, RateLimitFields, OpenAIResets, RateLimitReset("X-RateLimit-Reset", UnitAuto)}
+	return []RetryHint{RetryAfterMs, AmzRetryAfter, RateLimitFields, OpenAIResets, RateLimitReset("X-RateLimit-Reset", UnitAuto)}
 }
 
 // RetryAfterMs reads Retry-After-Ms: a wait in milliseconds, fractional
 // allowed.
 func RetryAfterMs(resp *http.Response, _ time.Time) (time.Duration, bool) {
-	v := trimOWS(field(resp.Header, "Retry-After-Ms"))
+	return millis(field(resp.Header, "Retry-After-Ms"))
+}
+
+// AmzRetryAfter reads x-amz-retry-after, AWS's own pushback: a wait in
+// milliseconds. Capped by Policy.MaxRetryAfter like every hint.
+func AmzRetryAfter(resp *http.Response, _ time.Time) (time.Duration, bool) {
+	return millis(field(resp.Header, "X-Amz-Retry-After"))
+}
+
+// millis reads a field value that is a wait in milliseconds, fractional
+// allowed.
+func millis(v string) (time.Duration, bool) {
+	v = trimOWS(v)
 	if v == "" {
 		return 0, false
 	}

@@ -38,6 +38,8 @@ func TestRetryHints(t *testing.T) {
 		{"Retry-After-Ms fractional", 429, hdr("Retry-After-Ms", "12.5"), 12500 * time.Microsecond, true},
 		{"Retry-After-Ms garbage", 429, hdr("Retry-After-Ms", "soon"), 0, false},
 		{"Retry-After-Ms negative", 429, hdr("Retry-After-Ms", "-5"), 0, false},
+		{"x-amz-retry-after", 503, hdr("X-Amz-Retry-After", "2500"), 2500 * ms, true},
+		{"x-amz-retry-after garbage", 503, hdr("X-Amz-Retry-After", "later"), 0, false},
 		{"IETF RateLimit, one policy exhausted", 429, hdr("Ratelimit", `"default";r=0;t=30`), 30 * time.Second, true},
 		{"IETF RateLimit, the exhausted of two", 429, hdr("Ratelimit", `"burst";r=5;t=1, "day";r=0;t=3600`), time.Hour, true},
 		{"IETF RateLimit, none exhausted, on a 429: the soonest", 429, hdr("Ratelimit", `"a";r=3;t=20, "b";r=1;t=7`), 7 * time.Second, true},
@@ -112,6 +114,14 @@ func TestRetryHintsInTransport(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, 429, resp.StatusCode, "a day's wait is the server's answer")
 		assert.Equal(t, ReasonRetryAfterTooLong, events[0].GiveUp)
+
+		base = script(step{status: 503, header: hdr("X-Amz-Retry-After", "3600000")}, status(200))
+		events = nil
+		tr = &Transport{Base: base, OnRetry: func(e RetryEvent) { events = append(events, e) }}
+		resp, err = tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, ReasonRetryAfterTooLong, events[0].GiveUp, "an hour of x-amz-retry-after is capped like Retry-After")
 
 		base = script(step{status: 429, header: hdr("Retry-After-Ms", "300")}, status(200))
 		tr = &Transport{Base: base, Policy: Policy{Jitter: NoJitter}, RetryHints: []RetryHint{}}
