@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -334,4 +335,43 @@ func BenchmarkCallFromContext(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BeforeAttempt sees each attempt's own copy, may change its header (a
+// fresh token per attempt), and may stop the call; the caller's request
+// is never touched.
+func TestBeforeAttempt(t *testing.T) {
+	base := script(status(503), status(503), status(200))
+	tr := &Transport{Base: base, Policy: noWait, Budget: NoBudget, BeforeAttempt: func(r *http.Request) error {
+		r.Header.Set("Authorization", fmt.Sprint("Bearer token-", AttemptFromContext(r.Context())))
+		return nil
+	}}
+	req := newReq(t, "GET", "", http.Header{"Authorization": {"Bearer stale"}})
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	var auth []string
+	for _, s := range base.seen() {
+		auth = append(auth, s.header.Get("Authorization"))
+	}
+	assert.Equal(t, []string{"Bearer token-1", "Bearer token-2", "Bearer token-3"}, auth)
+	assert.Equal(t, "Bearer stale", req.Header.Get("Authorization"), "the caller's request is not modified")
+	assert.Same(t, req, resp.Request)
+
+	errSigner := errors.New("signer: credentials expired")
+	base = script(status(503), status(200))
+	tr = &Transport{Base: base, Policy: noWait, Budget: NoBudget, BeforeAttempt: func(r *http.Request) error {
+		if AttemptFromContext(r.Context()) == 2 {
+			return errSigner
+		}
+		return nil
+	}}
+	_, err = tr.RoundTrip(newReq(t, "GET", "", nil))
+	require.ErrorIs(t, err, errSigner)
+	var re *RetryError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, ReasonBeforeAttempt, re.Reason)
+	assert.Equal(t, 1, re.Attempts)
+	assert.Equal(t, 1, base.attempts(), "nothing more was sent")
+	assert.True(t, base.closedBodies()[0], "the held response was closed")
 }

@@ -40,7 +40,8 @@ import (
 //
 // Outcomes: success (a final status below 400), status (a final status of
 // 400 or more that was not retried), error (an error that was not retried),
-// canceled (the caller's context ended), and each give-up reason.
+// canceled (the caller's context ended), before_attempt (BeforeAttempt
+// stopped it), and each give-up reason.
 //
 // WithHostLabel adds a host label (scheme://host:port) to requests_total,
 // retries_total and give_ups_total.

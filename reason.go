@@ -8,7 +8,7 @@ import "strconv"
 //
 // A give-up (Reason.GaveUp) is a retryable failure that was not retried:
 // attempts, elapsed, deadline, retry_after_too_long, budget, circuit_open,
-// body. not_retryable and canceled are not give-ups.
+// body. not_retryable, canceled and before_attempt are not give-ups.
 type Reason uint8
 
 const (
@@ -20,6 +20,8 @@ const (
 	ReasonNotRetryable
 	// ReasonCanceled: the caller's context was cancelled or expired.
 	ReasonCanceled
+	// ReasonBeforeAttempt: Transport.BeforeAttempt stopped the call.
+	ReasonBeforeAttempt
 	// ReasonAttempts: Policy.MaxAttempts were sent.
 	ReasonAttempts
 	// ReasonElapsed: the next wait would end past Policy.MaxElapsed.
@@ -47,6 +49,7 @@ var reasons = [numReasons]struct{ label, text string }{
 	ReasonNone:              {"none", "retrying"},
 	ReasonNotRetryable:      {"not_retryable", "not retried"},
 	ReasonCanceled:          {"canceled", "canceled"},
+	ReasonBeforeAttempt:     {"before_attempt", "stopped by BeforeAttempt"},
 	ReasonAttempts:          {"attempts", "gave up: attempt limit reached"},
 	ReasonElapsed:           {"elapsed", "gave up: the next wait would pass MaxElapsed"},
 	ReasonDeadline:          {"deadline", "gave up: the next wait would pass the deadline"},

@@ -105,6 +105,17 @@ type Transport struct {
 	// Retry-After's.
 	RetryHints []RetryHint
 
+	// BeforeAttempt, if set, is called with each attempt's request before
+	// it is sent, the first included: a copy of the caller's request with a
+	// header of its own, which it may change (re-sign the request, put a
+	// fresh token in Authorization, add a per-attempt header) but not its
+	// body. An error stops the call: nothing more is sent, and RoundTrip
+	// returns a *RetryError with ReasonBeforeAttempt wrapping it (a
+	// response held from an earlier attempt is closed). It runs on the
+	// RoundTrip's goroutine; AttemptFromContext(req.Context()) is the
+	// attempt's number.
+	BeforeAttempt func(req *http.Request) error
+
 	// AttemptHeader, if set, names a request header that carries the
 	// attempt number on every attempt, 1 for the first, so that servers and
 	// proxies see retries (as Envoy's x-envoy-attempt-count). The layers
@@ -257,9 +268,18 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
 	for attempt := 1; ; attempt++ {
-		areq, err := attemptRequest(req, header, injected, body, attempt, t.AttemptHeader)
+		areq, err := attemptRequest(req, header, injected, body, attempt, t.AttemptHeader, t.BeforeAttempt != nil)
 		if err != nil {
 			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody, p)
+		}
+		if t.BeforeAttempt != nil {
+			if err := t.BeforeAttempt(areq); err != nil {
+				closeRequestBody(areq)
+				if last != nil {
+					discard(last)
+				}
+				return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
+			}
 		}
 		var ticket circuit.Ticket
 		if circuitOf != nil {
@@ -478,8 +498,9 @@ func (t *Transport) finish(req *http.Request, resp *http.Response, err error, at
 // allocation), otherwise a shallow copy with this attempt's header and
 // body. A retry's copy carries its attempt number in its context, for the
 // layers below (see AttemptFromContext), and in attemptHeader if set.
-func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string) (*http.Request, error) {
-	if n == 1 && body.buf == nil && !injected && attemptHeader == "" {
+// ownHeader asks for a copy with a header of its own, for BeforeAttempt.
+func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string, ownHeader bool) (*http.Request, error) {
+	if n == 1 && body.buf == nil && !injected && attemptHeader == "" && !ownHeader {
 		return req, nil
 	}
 	rc, getBody, err := body.forAttempt(n)
@@ -493,11 +514,13 @@ func attemptRequest(req *http.Request, header http.Header, injected bool, body r
 		r = new(http.Request)
 		*r = *req
 	}
-	if attemptHeader != "" {
+	if attemptHeader != "" || ownHeader {
 		header = header.Clone()
 		if header == nil {
 			header = make(http.Header, 1)
 		}
+	}
+	if attemptHeader != "" {
 		header.Set(attemptHeader, strconv.Itoa(n))
 	}
 	r.Header = header
