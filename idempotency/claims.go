@@ -19,6 +19,7 @@ type claims struct {
 	timeout time.Duration // one store call's bound (StoreTimeout)
 	logger  *slog.Logger
 	watch   *watch
+	hooks   []Hook // told of lapses; the Middleware and the Runner tell them of results
 }
 
 // claimTimes checks and completes the times a Middleware and a Runner
@@ -63,8 +64,15 @@ func claimTimes(retention, lock, maxWait, timeout *time.Duration) error {
 // it, before the handler runs.
 const DefaultStoreTimeout = 2 * time.Second
 
-func newClaims(store Store, lock, timeout time.Duration, logger *slog.Logger) claims {
-	return claims{store: store, lock: lock, timeout: timeout, logger: logger, watch: newWatch(lock, timeout)}
+func newClaims(store Store, lock, timeout time.Duration, logger *slog.Logger, hooks []Hook) claims {
+	return claims{store: store, lock: lock, timeout: timeout, logger: logger, watch: newWatch(lock, timeout), hooks: hooks}
+}
+
+// emit tells the hooks of e.
+func (c *claims) emit(ctx context.Context, e Event) {
+	for _, h := range c.hooks {
+		h.OnEvent(ctx, e)
+	}
 }
 
 // Store operations after the work ran are retried: a pooled connection

@@ -155,6 +155,9 @@ type Options struct {
 	Transactional bool
 	// Metrics, if set, counts results (see NewMetrics).
 	Metrics *Metrics
+	// Hooks are told of each request's result and of each claim that
+	// lapsed, after Metrics, in order (see Hook).
+	Hooks []Hook
 	// Logger gets store errors, lost claims and scope errors, never keys.
 	// nil means slog.Default(): a store that fails is not silent.
 	Logger *slog.Logger
@@ -207,7 +210,7 @@ func New(opts Options) (*Middleware, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	m := &Middleware{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.StoreTimeout, opts.Logger)}
+	m := &Middleware{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.StoreTimeout, opts.Logger, opts.Hooks)}
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -278,12 +281,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	key, hasKey, err := requestKey(r.Header)
 	if !hasKey && !m.opts.RequireKey {
-		m.opts.Metrics.count(resMissingKey)
+		m.result(r, resMissingKey)
 		next.ServeHTTP(w, r)
 		return
 	}
 	if err != nil {
-		m.opts.Metrics.count(resInvalidKey)
+		m.result(r, resInvalidKey)
 		problem(w, http.StatusBadRequest, "invalid Idempotency-Key", err.Error())
 		return
 	}
@@ -291,24 +294,24 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	// that first.
 	scope, err := m.opts.Scope(r)
 	if err != nil {
-		m.opts.Metrics.count(resUnauthorized)
+		m.result(r, resUnauthorized)
 		m.log(r.Context(), slog.LevelWarn, "idempotency: no caller scope", err, reqAttrs(r)...)
 		problem(w, http.StatusUnauthorized, "no caller identity", "the idempotency scope could not be determined")
 		return
 	}
 	if !hasKey {
-		m.opts.Metrics.count(resMissingKey)
+		m.result(r, resMissingKey)
 		problem(w, http.StatusBadRequest, "missing Idempotency-Key", "this endpoint requires an Idempotency-Key header")
 		return
 	}
 	body, err := readBody(r, m.opts.MaxRequestBytes)
 	if err != nil {
-		m.opts.Metrics.count(resInvalidKey)
+		m.result(r, resInvalidKey)
 		problem(w, http.StatusBadRequest, "unreadable body", "the request body could not be read")
 		return
 	}
 	if int64(len(body)) > m.opts.MaxRequestBytes {
-		m.opts.Metrics.count(resTooLarge)
+		m.result(r, resTooLarge)
 		problem(w, http.StatusRequestEntityTooLarge, "request too large",
 			fmt.Sprintf("requests with an Idempotency-Key are limited to %d bytes", m.opts.MaxRequestBytes))
 		return
@@ -318,7 +321,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	r.Body = &x.body // a Fingerprint hook may read it too
 	fp, err := m.fingerprint(r, body)
 	if err != nil {
-		m.opts.Metrics.count(resInvalidKey)
+		m.result(r, resInvalidKey)
 		problem(w, http.StatusBadRequest, "unreadable request", err.Error())
 		return
 	}
@@ -328,25 +331,25 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	rec, sent, err := m.claim(r.Context(), x.op.ID, fp, owner, m.opts.WaitForResult, m.opts.MaxWait, x.attrs[:]...)
 	switch {
 	case err != nil:
-		m.opts.Metrics.count(resStoreError)
+		m.result(r, resStoreError)
 		m.storeError(w, r, "claim", err)
 		return
 	case rec == nil:
 		// ours: run the handler
 	case rec.Fingerprint != fp:
-		m.opts.Metrics.count(resMismatch)
+		m.result(r, resMismatch)
 		problem(w, http.StatusUnprocessableEntity, "Idempotency-Key reused",
 			"this key was used for a request with a different method, path, query or body")
 		return
 	case rec.Response != nil:
-		m.opts.Metrics.count(resReplayed)
+		m.result(r, resReplayed)
 		replay(w, rec.Response)
 		return
 	case r.Context().Err() != nil:
-		m.inFlight(w, rec, "gave up waiting for the request with this Idempotency-Key")
+		m.inFlight(w, r, rec, "gave up waiting for the request with this Idempotency-Key")
 		return
 	default:
-		m.inFlight(w, rec, "a request with this Idempotency-Key is still being processed; retry later")
+		m.inFlight(w, r, rec, "a request with this Idempotency-Key is still being processed; retry later")
 		return
 	}
 	m.run(w, r, next, x, owner, sent)
@@ -357,7 +360,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // ends.
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, owner string, sent time.Time) {
 	res := resReleased // what a panic leaves
-	defer func() { m.opts.Metrics.count(res) }()
+	defer func() { m.result(r, res) }()
 	rec := &x.rec
 	defer rec.free()
 	released, stage, err := m.claims.run(r.Context(), &x.keeper, &x.op, owner, sent, m.tx, m.opts.Retention,
@@ -387,6 +390,14 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		res = resNew
 	}
 	rec.send()
+}
+
+// result counts r's result and tells the hooks.
+func (m *Middleware) result(r *http.Request, res result) {
+	m.opts.Metrics.count(res)
+	if len(m.hooks) > 0 {
+		m.emit(r.Context(), Event{Kind: EventResult, Result: resultNames[res], Method: r.Method, Path: r.URL.Path})
+	}
 }
 
 // terminal reports whether a status is a final answer worth replaying:
@@ -423,8 +434,8 @@ func replay(w http.ResponseWriter, resp *Response) {
 // inFlight answers 409: the key's first request is still running. Its
 // Retry-After is how long the claim may still hold: when a process that
 // died with it stops blocking the key.
-func (m *Middleware) inFlight(w http.ResponseWriter, rec *Record, detail string) {
-	m.opts.Metrics.count(resInFlight)
+func (m *Middleware) inFlight(w http.ResponseWriter, r *http.Request, rec *Record, detail string) {
+	m.result(r, resInFlight)
 	secs := int64(1)
 	if !rec.Expires.IsZero() {
 		if d := time.Until(rec.Expires); d > time.Second {

@@ -59,6 +59,9 @@ type RunnerOptions struct {
 	Transactional bool
 	// Logger gets store errors; nil means slog.Default().
 	Logger *slog.Logger
+	// Hooks are told of each Do's result (new, replayed, released,
+	// in_flight, store_error) and of each claim that lapsed (see Hook).
+	Hooks []Hook
 }
 
 // ErrInFlight is returned by Runner.Do when another run of the key is
@@ -76,7 +79,7 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	r := &Runner{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.StoreTimeout, opts.Logger)}
+	r := &Runner{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.StoreTimeout, opts.Logger, opts.Hooks)}
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -99,6 +102,10 @@ const jobFingerprint = "job"
 // returned with fn's result: the effect happened, and the claim holds the
 // key until LockTimeout.
 func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
+	res := resNew
+	if len(r.hooks) > 0 {
+		defer func() { r.emit(ctx, Event{Kind: EventResult, Result: resultNames[res], RunnerKind: r.opts.Kind}) }()
+	}
 	if key == "" {
 		return nil, false, errors.New("idempotency: Runner.Do: empty key")
 	}
@@ -108,20 +115,26 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 	rec, sent, err := r.claim(ctx, op.ID, jobFingerprint, owner, true, r.opts.MaxWait)
 	switch {
 	case err != nil:
+		res = resStoreError
 		return nil, false, fmt.Errorf("idempotency: claim: %w", err)
 	case rec == nil:
 		// ours: run fn
 	case rec.Response != nil:
+		res = resReplayed
 		return rec.Response.Body, true, nil
 	case ctx.Err() != nil:
+		res = resInFlight
 		return nil, false, context.Cause(ctx)
 	default:
+		res = resInFlight
 		return nil, false, ErrInFlight
 	}
-	return r.run(ctx, op, owner, sent, fn)
+	res = resReleased // what a panic leaves
+	result, replayed, res, err = r.run(ctx, op, owner, sent, fn)
+	return result, replayed, err
 }
 
-func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.Time, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
+func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.Time, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, res result, err error) {
 	var k claimKeeper
 	var out []byte
 	var fnErr error
@@ -134,12 +147,12 @@ func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.
 	})
 	switch {
 	case fnErr != nil:
-		return nil, false, fnErr
+		return nil, false, resReleased, fnErr
 	case stage == stageComplete:
 		r.log(ctx, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a redelivery runs again", err)
-		return out, false, fmt.Errorf("idempotency: complete: %w", err)
+		return out, false, resStoreError, fmt.Errorf("idempotency: complete: %w", err)
 	case err != nil:
-		return nil, false, fmt.Errorf("idempotency: %s: %w", stage, err)
+		return nil, false, resStoreError, fmt.Errorf("idempotency: %s: %w", stage, err)
 	}
-	return out, false, nil
+	return out, false, resNew, nil
 }

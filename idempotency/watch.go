@@ -186,6 +186,7 @@ func (w *watch) fire() {
 	w.mu.Unlock()
 	for _, k := range lapsed {
 		k.c.log(k.ctx, slog.LevelError, "idempotency: claim could not be extended before it could lapse; the work's context is cancelled", ErrClaimLapsed, k.attrs...)
+		k.c.emit(k.ctx, k.lapse(ErrClaimLapsed))
 		k.lost(ErrClaimLapsed)
 	}
 	for _, k := range extend {
@@ -219,8 +220,24 @@ func (k *claimKeeper) extend() {
 	case errors.Is(err, ErrNotOwner):
 		// Another request holds the key now: tell the work to stop.
 		c.log(k.ctx, slog.LevelError, "idempotency: claim lost while the work ran; its context is cancelled", err, k.attrs...)
+		c.emit(k.ctx, k.lapse(err))
 		k.lost(err)
 	case err != nil:
 		c.log(k.ctx, slog.LevelWarn, "idempotency: store extend failed", err, k.attrs...)
 	}
+}
+
+// lapse is the event of k's claim lapsing with err. Its method and path
+// come from the log attributes that name the request.
+func (k *claimKeeper) lapse(err error) Event {
+	e := Event{Kind: EventClaimLapsed, Err: err}
+	for _, a := range k.attrs {
+		switch a.Key {
+		case "method":
+			e.Method = a.Value.String()
+		case "path":
+			e.Path = a.Value.String()
+		}
+	}
+	return e
 }

@@ -1,0 +1,62 @@
+package idempotency
+
+import (
+	"context"
+	"strconv"
+)
+
+// Hook observes a Middleware or a Runner, in the shape of retryhttp.Hook's
+// OnEvent: an event for each request (or Runner.Do) with its result, and
+// one for each claim that lapsed under running work. Options.Hooks and
+// RunnerOptions.Hooks take them, told in order after Metrics; *Metrics is a
+// Hook too. OnEvent runs on the request's goroutine (a lapse, on the
+// watch's) and must not block.
+type Hook interface {
+	OnEvent(ctx context.Context, e Event)
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventResult: a request (or a Do) ended with Result, one of the
+	// Result constants.
+	EventResult EventKind = iota + 1
+	// EventClaimLapsed: a claim could not be extended in time and its
+	// work's context was cancelled with Err (ErrClaimLapsed or
+	// ErrNotOwner).
+	EventClaimLapsed
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventResult:
+		return "result"
+	case EventClaimLapsed:
+		return "claim_lapsed"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is what a Hook is told. Keys are never in it: Method and Path
+// name a request (empty for a Runner's Do, whose Kind is RunnerKind).
+type Event struct {
+	Kind         EventKind
+	Result       string // for EventResult
+	Method, Path string
+	RunnerKind   string
+	Err          error // for EventClaimLapsed
+}
+
+// OnEvent counts an EventResult in idempotency_requests_total.
+func (m *Metrics) OnEvent(_ context.Context, e Event) {
+	if m == nil || e.Kind != EventResult {
+		return
+	}
+	for r, name := range resultNames {
+		if name == e.Result {
+			m.byResult[r].Inc()
+			return
+		}
+	}
+}
