@@ -32,7 +32,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
@@ -85,16 +84,7 @@ func quote(name string) string { return pgschema.Quote(name) }
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-var migrations = func() []pgschema.Migration {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err == nil {
-		var ms []pgschema.Migration
-		if ms, err = pgschema.Load(sub); err == nil {
-			return ms
-		}
-	}
-	panic("outbox: " + err.Error()) // the embedded files are checked by TestMigrations
-}()
+var migrations = pgschema.MustLoad(migrationFiles, "migrations") // checked by TestMigrations
 
 // New returns an Outbox on table ("" means DefaultTable; "schema.table" is
 // accepted). It does not create the table: see Migrate.

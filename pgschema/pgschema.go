@@ -113,6 +113,19 @@ func UpSQL(ms []Migration, table string) string {
 	return b.String()
 }
 
+// MustLoad is Load of the directory dir of fsys, for migrations embedded
+// in a module, whose tests load them: it panics on an error.
+func MustLoad(fsys fs.FS, dir string) []Migration {
+	sub, err := fs.Sub(fsys, dir)
+	if err == nil {
+		var ms []Migration
+		if ms, err = Load(sub); err == nil {
+			return ms
+		}
+	}
+	panic(err)
+}
+
 // Beginner is what Migrate runs in: a pool or a connection.
 type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)

@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"sync"
 	"time"
 
@@ -46,16 +45,7 @@ const DefaultTable = "idempotency_keys"
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-var migrations = func() []pgschema.Migration {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err == nil {
-		var ms []pgschema.Migration
-		if ms, err = pgschema.Load(sub); err == nil {
-			return ms
-		}
-	}
-	panic("pgstore: " + err.Error()) // the embedded files are checked by TestMigrations
-}()
+var migrations = pgschema.MustLoad(migrationFiles, "migrations") // checked by TestMigrations
 
 // Schema is the schema for DefaultTable; SchemaFor gives it for another.
 var Schema = SchemaFor(DefaultTable)
