@@ -125,6 +125,10 @@ const maxDrainTime = 100 * time.Millisecond
 // either the body is closed unread, which closes its connection.
 func discard(resp *http.Response) {
 	body := resp.Body
+	if body == http.NoBody { // net/http's body of a response with no content: nothing to drain, no timer
+		body.Close()
+		return
+	}
 	stop := time.AfterFunc(maxDrainTime, func() { body.Close() })
 	io.CopyN(io.Discard, body, maxDrain)
 	if stop.Stop() {

@@ -323,8 +323,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		e := RetryEvent{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
 		prev = p.backoff(attempt-1, prev, rand.Float64())
-		e.Wait, e.GiveUp = t.nextWait(ctx, p, resp, attempt, start, prev, circuitOf)
-		if e.GiveUp == ReasonNone && !budget.withdraw(mono()) {
+		var now time.Duration
+		e.Wait, e.GiveUp, now = t.nextWait(ctx, p, resp, attempt, start, prev, circuitOf)
+		if e.GiveUp == ReasonNone && !budget.withdraw(now) {
 			e.GiveUp = ReasonBudget
 		}
 		t.event(ctx, e)
@@ -354,11 +355,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 // follow: the attempts are spent, the server asks for too long a wait, the
 // wait would end past MaxElapsed or the caller's deadline, or the circuit
 // opened meanwhile. The budget is asked last, by the caller, since asking
-// spends it. The clock is read once.
-func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response, attempt int, start, backoff time.Duration, hc *hostCircuit) (time.Duration, Reason) {
+// spends it, with now: the one clock reading (mono) the decision made.
+func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response, attempt int, start, backoff time.Duration, hc *hostCircuit) (wait time.Duration, stop Reason, now time.Duration) {
 	wall := time.Now()
-	now := wall.Sub(monoBase) // monotonic, as mono() reads it
-	wait := backoff
+	now = wall.Sub(monoBase) // monotonic, as mono() reads it
+	wait = backoff
 	var asked time.Duration
 	var hasAsked bool
 	if resp != nil {
@@ -369,17 +370,17 @@ func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response
 	dl, hasDL := ctx.Deadline()
 	switch {
 	case attempt >= p.MaxAttempts:
-		return wait, ReasonAttempts
+		return wait, ReasonAttempts, now
 	case hasAsked && asked > p.MaxRetryAfter:
-		return wait, ReasonRetryAfterTooLong
+		return wait, ReasonRetryAfterTooLong, now
 	case now+wait-start > p.MaxElapsed:
-		return wait, ReasonElapsed
+		return wait, ReasonElapsed, now
 	case hasDL && dl.Sub(wall) < wait:
-		return wait, ReasonDeadline
+		return wait, ReasonDeadline, now
 	case hc != nil && hc.isOpen(wall):
-		return wait, ReasonCircuitOpen
+		return wait, ReasonCircuitOpen, now
 	}
-	return wait, ReasonNone
+	return wait, ReasonNone, now
 }
 
 // resolvedPolicy is a Policy and the same with its defaults filled in.

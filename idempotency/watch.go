@@ -19,7 +19,6 @@ import (
 // after it was registered; the counts below are chosen for that.
 type watch struct {
 	period      time.Duration
-	lock        time.Duration
 	extendTicks uint64 // a claim is extended every extendTicks ticks
 	tryTicks    uint64 // a store call is cancelled after tryTicks ticks
 
@@ -40,7 +39,6 @@ func newWatch(lock, timeout time.Duration) *watch {
 	p := max(min(lock/6, timeout/2), 1)
 	return &watch{
 		period:      p,
-		lock:        lock,
 		extendTicks: max(2, uint64(lock/3/p)),
 		tryTicks:    uint64((timeout+p-1)/p) + 1,
 	}
