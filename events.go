@@ -2,11 +2,8 @@ package retryhttp
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"time"
-
-	"github.com/retryhttp/retryhttp/internal/wire"
 )
 
 // RetryEvent describes one retry decision: an attempt ended in a retryable
@@ -34,61 +31,23 @@ type RetryEvent struct {
 	GiveUp Reason
 }
 
-// event reports a retry decision to the hook, the logger and the metrics.
+// event reports a retry decision (EventRetry or EventGiveUp) to the
+// built-in observers and the hooks.
 func (t *Transport) event(ctx context.Context, e RetryEvent) {
-	if e.GiveUp == ReasonNone {
-		t.Metrics.retry(e.Request.URL, e.Trigger, e.Wait)
-	}
-	if t.OnRetry != nil {
-		t.OnRetry(e)
-	}
-	if hs := t.hooks.Load(); hs != nil {
-		kind := EventRetry
-		if e.GiveUp != ReasonNone {
-			kind = EventGiveUp
-		}
-		hs.emit(ctx, Event{Kind: kind, RetryEvent: e})
-	}
-	logger := t.logger()
-	level, msg := slog.LevelDebug, "retryhttp: retrying"
+	kind := EventRetry
 	if e.GiveUp != ReasonNone {
-		level, msg = slog.LevelWarn, "retryhttp: giving up"
+		kind = EventGiveUp
 	}
-	if !logger.Enabled(ctx, level) {
-		return
-	}
-	// Never the body, the query string or credentials: method, host and
-	// path identify the call. Durations are written as people read them
-	// ("1.5s"), in every handler.
-	attrs := []slog.Attr{
-		slog.String("method", valueOrGET(e.Request.Method)),
-		slog.String("host", e.Request.URL.Host),
-		slog.String("path", e.Request.URL.Path),
-		slog.Int("attempt", e.Attempt),
-	}
-	if e.Trigger != "" {
-		attrs = append(attrs, slog.String("trigger", string(e.Trigger)))
-	}
-	if e.Response != nil {
-		attrs = append(attrs, slog.Int("status", e.Response.StatusCode))
-	}
-	if e.GiveUp == ReasonNone {
-		attrs = append(attrs, slog.String("wait", e.Wait.String()))
-	} else {
-		attrs = append(attrs, slog.String("give_up", e.GiveUp.String()))
-	}
-	if k, _ := wire.Key(e.Request.Header); k != "" {
-		attrs = append(attrs, slog.String("idempotency_key", k))
-	}
-	if e.Err != nil {
-		attrs = append(attrs, slog.String("error", e.Err.Error()))
-	}
-	logger.LogAttrs(ctx, level, msg, attrs...)
+	t.tell(ctx, Event{Kind: kind, RetryEvent: e})
 }
 
-func valueOrGET(m string) string {
-	if m == "" {
-		return http.MethodGet
+// tell reports e to the built-in observers (the Metrics, Logger and
+// OnRetry fields, in that order), then to the hooks.
+func (t *Transport) tell(ctx context.Context, e Event) {
+	t.Metrics.OnEvent(ctx, e)
+	logEvent(ctx, orDefault(t.Logger), &t.stackWarned, e)
+	OnRetryHook(t.OnRetry).OnEvent(ctx, e)
+	if hs := t.hooks.Load(); hs != nil {
+		hs.emit(ctx, e)
 	}
-	return m
 }

@@ -16,8 +16,11 @@ import (
 // were added, the first outermost. Embed NoHook to implement only what you
 // need.
 //
-// The Transport's Metrics, Logger and OnRetry fields are the built-in
-// observers and are told first; retryhttpotel is a Hook.
+// Prometheus metrics (*[Metrics]), logs ([LogHook]), [OnRetryHook] and
+// retryhttpotel are Hooks; the Transport's Metrics, Logger and OnRetry
+// fields are shorthands for the first three and are told first. Each
+// attempt is observed by wrapping it (WrapAttempt): a wrapper sees it sent
+// and sees it end.
 type Hook interface {
 	// WrapRoundTrip returns the RoundTripper a whole RoundTrip goes
 	// through: next (every attempt and wait of one logical request), or
@@ -30,9 +33,10 @@ type Hook interface {
 	// per Base the Transport sends through, not per attempt.
 	WrapAttempt(next http.RoundTripper) http.RoundTripper
 	// OnEvent is told of each retry decision (a retry scheduled, a
-	// give-up) and of each retry stacked on another layer's, on the
-	// RoundTrip's goroutine, before any wait. It must not block, nor read
-	// the response body.
+	// give-up, before any wait), of each retry stacked on another
+	// layer's, and of each RoundTrip's end (EventDone), on the
+	// RoundTrip's goroutine. It must not block, nor read the response
+	// body.
 	OnEvent(ctx context.Context, e Event)
 }
 
@@ -57,6 +61,12 @@ const (
 	// EventStacked: a layer above (or a Transport below) retries this
 	// request too; Signal names how the Transport knew.
 	EventStacked
+	// EventDone: the RoundTrip ended, with what its caller gets. Request
+	// is the caller's, Attempt the attempts sent, Response or Err the
+	// outcome (do not read the body) and GiveUp the reason no further
+	// attempt followed: ReasonNotRetryable for a success or a status not
+	// retried (see Outcome).
+	EventDone
 )
 
 func (k EventKind) String() string {
@@ -67,6 +77,8 @@ func (k EventKind) String() string {
 		return "give_up"
 	case EventStacked:
 		return "stacked"
+	case EventDone:
+		return "done"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -112,6 +124,9 @@ func (t *Transport) AddHook(h Hook) {
 	}
 	hs.roundTrip = rt
 	t.hooks.Store(&hs)
+	if m, ok := h.(*Metrics); ok && t.Breaker != nil {
+		m.track(t.Breaker)
+	}
 }
 
 // Hooks returns the hooks added, in order.

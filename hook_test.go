@@ -1,9 +1,15 @@
 package retryhttp
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,6 +58,7 @@ func TestHooksComposeInOrder(t *testing.T) {
 		"a attempt", "b attempt",
 		"OnRetry", "a retry", "b retry",
 		"a attempt", "b attempt",
+		"a done", "b done",
 	}, log)
 	assert.Equal(t, []Hook{a, b}, tr.Hooks())
 }
@@ -75,9 +82,62 @@ func TestHooksSeeGiveUpsAndStacking(t *testing.T) {
 	resp, err = outer.RoundTrip(newReq(t, "GET", "", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
-	require.NotEmpty(t, events)
-	assert.Equal(t, EventStacked, events[len(events)-1].Kind)
-	assert.Equal(t, "retryhttp", events[len(events)-1].Signal)
+	require.Len(t, events, 2)
+	assert.Equal(t, EventStacked, events[0].Kind)
+	assert.Equal(t, "retryhttp", events[0].Signal)
+	assert.Equal(t, EventDone, events[1].Kind)
+	assert.Equal(t, ReasonNotRetryable, events[1].GiveUp)
+}
+
+// The built-in observers are Hooks: a Metrics, a LogHook and an
+// OnRetryHook added with AddHook report what the fields report.
+func TestBuiltInObserversAreHooks(t *testing.T) {
+	run := func(tr *Transport) {
+		t.Helper()
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	fieldReg, hookReg := prometheus.NewRegistry(), prometheus.NewRegistry()
+	fieldM, err := NewMetrics(fieldReg)
+	require.NoError(t, err)
+	hookM, err := NewMetrics(hookReg)
+	require.NoError(t, err)
+	var fieldLogs, hookLogs bytes.Buffer
+	var fieldEvents, hookEvents []RetryEvent
+
+	byFields := &Transport{Base: script(status(503), status(503), status(200)), Policy: noWait, Budget: NoBudget,
+		Metrics: fieldM,
+		Logger:  slog.New(slog.NewTextHandler(&fieldLogs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		OnRetry: func(e RetryEvent) { fieldEvents = append(fieldEvents, e) }}
+	byHooks := &Transport{Base: script(status(503), status(503), status(200)), Policy: noWait, Budget: NoBudget,
+		Logger: slog.New(slog.DiscardHandler)}
+	byHooks.AddHook(hookM)
+	byHooks.AddHook(&LogHook{Logger: slog.New(slog.NewTextHandler(&hookLogs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	byHooks.AddHook(OnRetryHook(func(e RetryEvent) { hookEvents = append(hookEvents, e) }))
+	run(byFields)
+	run(byHooks)
+
+	created := regexp.MustCompile(`created_timestamp:\{[^}]*\}`)
+	gather := func(reg *prometheus.Registry) map[string]string {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		out := map[string]string{}
+		for _, mf := range mfs {
+			out[mf.GetName()] = created.ReplaceAllString(mf.String(), "")
+		}
+		return out
+	}
+	f, h := gather(fieldReg), gather(hookReg)
+	assert.Equal(t, f, h)
+	assert.Contains(t, f["retryhttp_retries_total"], "value:2")
+	assert.Equal(t, 2, strings.Count(fieldLogs.String(), "retryhttp: retrying"))
+	assert.Equal(t, strings.Count(fieldLogs.String(), "\n"), strings.Count(hookLogs.String(), "\n"))
+	require.Len(t, hookEvents, 2)
+	assert.Len(t, fieldEvents, 2)
+
+	var zero LogHook // nil Logger: slog.Default()
+	zero.OnEvent(context.Background(), Event{Kind: EventDone})
 }
 
 type eventsHook func(Event)

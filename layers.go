@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -216,18 +215,17 @@ func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bo
 // retries and the Transport's do not multiply, and is counted, but it is
 // the design working, not a setting to fix.
 func (t *Transport) stacked(ctx context.Context, req *http.Request, signal stackedSignal) {
-	t.Metrics.stackedRetry(signal.String())
-	if hs := t.hooks.Load(); hs != nil {
-		hs.emit(ctx, Event{Kind: EventStacked, RetryEvent: RetryEvent{Request: req}, Signal: signal.String()})
+	t.tell(ctx, Event{Kind: EventStacked, RetryEvent: RetryEvent{Request: req}, Signal: signal.String()})
+}
+
+// stackedSignalNamed is the stackedSignal whose label is name.
+func stackedSignalNamed(name string) (stackedSignal, bool) {
+	for i, s := range stackedSignals {
+		if s.name == name {
+			return stackedSignal(i), true
+		}
 	}
-	if signal == stackedOperation {
-		return
-	}
-	bit := uint32(1) << signal
-	if t.stackWarned.Load()&bit != 0 || t.stackWarned.Or(bit)&bit != 0 {
-		return
-	}
-	t.logger().LogAttrs(ctx, slog.LevelWarn, stackedSignals[signal].warning, slog.String("signal", signal.String()))
+	return stackedNone, false
 }
 
 // recentKeys remembers the keys a Transport sent within the retry window,

@@ -134,21 +134,20 @@ type Transport struct {
 	Breaker *Breaker
 
 	// Metrics, if set, counts requests, attempts, retries and give-ups
-	// (see NewMetrics). nil counts nothing at no cost.
+	// (see [NewMetrics]). nil counts nothing at no cost. It is the
+	// Hook *Metrics, told before the hooks added with AddHook.
 	Metrics *Metrics
 
-	// Logger gets one Debug record per retry and one Warn record per
-	// give-up (see Reason.GaveUp), with method, host, path, attempt,
-	// trigger, wait or give_up, and any Idempotency-Key; never bodies, query
-	// strings or credentials; and one Warn record per kind of stacked retry
-	// it meets (see docs/exactly-once.md, "One retry layer"). nil means
-	// slog.Default(), as for every Logger in this library; a Logger on
-	// slog.DiscardHandler is silent.
+	// Logger gets what a [LogHook] logs: one Debug record per retry, one
+	// Warn record per give-up, one Warn record per kind of stacked retry.
+	// nil means slog.Default(), as for every Logger in this library; a
+	// Logger on slog.DiscardHandler is silent.
 	Logger *slog.Logger
 
 	// OnRetry, if set, is called on every retry decision and every give-up,
-	// before the wait, on the RoundTrip's goroutine. Use it to feed your own
-	// telemetry.
+	// before the wait, on the RoundTrip's goroutine: the [OnRetryHook],
+	// told after Metrics and Logger and before the hooks added with
+	// AddHook.
 	OnRetry func(RetryEvent)
 
 	ownBudget   Budget                         // the default budget, when Budget is nil
@@ -158,15 +157,6 @@ type Transport struct {
 	trackOnce   sync.Once
 	stackWarned atomic.Uint32 // a bit per stackedSignal warned about
 	hookState
-}
-
-// logger is Logger, or slog.Default() when it is nil: the rule of every
-// type in this module and its integrations.
-func (t *Transport) logger() *slog.Logger {
-	if t.Logger != nil {
-		return t.Logger
-	}
-	return slog.Default()
 }
 
 func (t *Transport) baseTransport() http.RoundTripper {
@@ -182,6 +172,17 @@ func (t *Transport) CloseIdleConnections() {
 	type closeIdler interface{ CloseIdleConnections() }
 	if c, ok := t.baseTransport().(closeIdler); ok {
 		c.CloseIdleConnections()
+	}
+}
+
+// trackBreaker adds the Breaker's circuits to the circuit_state gauge of
+// every *Metrics the Transport reports to.
+func (t *Transport) trackBreaker() {
+	t.Metrics.track(t.Breaker)
+	for _, h := range t.Hooks() {
+		if m, ok := h.(*Metrics); ok {
+			m.track(t.Breaker)
+		}
 	}
 }
 
@@ -261,7 +262,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	var circuitOf *hostCircuit // the host's circuit, looked up once per RoundTrip
 	if t.Breaker != nil {
 		circuitOf = t.Breaker.lookup(req.URL, &t.lastCircuit)
-		t.trackOnce.Do(func() { t.Metrics.track(t.Breaker) })
+		t.trackOnce.Do(t.trackBreaker)
 	}
 
 	budget.deposit(start)
@@ -481,7 +482,7 @@ func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, las
 // marked spent, so that a Transport above does not retry it again; one
 // that sends once leaves the retrying to the layer above.
 func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
-	t.Metrics.request(req, resp, err, reason, attempts)
+	t.tell(req.Context(), Event{Kind: EventDone, RetryEvent: RetryEvent{Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason}})
 	retried := p.MaxAttempts > 1
 	if err != nil {
 		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err, retried: retried}

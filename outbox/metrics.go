@@ -73,10 +73,8 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 
 var outcomeNames = [...]string{outcomeDelivered: "delivered", outcomeRetried: "retried", outcomeDead: "dead"}
 
-func (m *Metrics) add(o *Outbox, oc outcome, n int) {
-	if m != nil {
-		m.outcomes.WithLabelValues(o.table, outcomeNames[oc]).Add(float64(n))
-	}
+func (m *Metrics) add(table string, oc outcome, n int) {
+	m.outcomes.WithLabelValues(table, outcomeNames[oc]).Add(float64(n))
 }
 
 // backlog reads the pending messages at scrape time.

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,9 +191,13 @@ func TestCommittedMessagesAreDelivered(t *testing.T) {
 	}
 	tx.Rollback(ctx)
 
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond})
+	events := &eventLog{}
+	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Hooks: []outbox.Hook{events}})
 	eventually(t, "delivery", func() bool { return state(t, o, id).Status == outbox.Delivered })
 	time.Sleep(100 * time.Millisecond)
+	if got := events.list(); !slices.Equal(got, []string{"delivered " + id + " 200 0"}) {
+		t.Errorf("hook events %q, want the one delivery", got)
+	}
 	if rc.count() != 1 {
 		t.Fatalf("%d deliveries, want 1 (the rolled-back message does not exist)", rc.count())
 	}
@@ -249,7 +255,8 @@ func TestBackoffAndDeadLetter(t *testing.T) {
 	if got := gauge(t, reg, "outbox_pending"); got != 2 {
 		t.Fatalf("outbox_pending %v, want 2", got)
 	}
-	run(t, outbox.RelayOptions{Outbox: o, Metrics: m, PollInterval: 5 * time.Millisecond,
+	events := &eventLog{}
+	run(t, outbox.RelayOptions{Outbox: o, Metrics: m, Hooks: []outbox.Hook{events}, PollInterval: 5 * time.Millisecond,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 30 * time.Millisecond, MaxDelay: 30 * time.Millisecond, Jitter: retryhttp.NoJitter}})
 	eventually(t, "both dead", func() bool {
 		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead
@@ -281,6 +288,35 @@ func TestBackoffAndDeadLetter(t *testing.T) {
 	if got := gauge(t, reg, "outbox_pending"); got != 0 {
 		t.Errorf("pending %v, want 0", got)
 	}
+	// The hook is told what the counters count, message by message.
+	got := events.list()
+	want := []string{"retried " + idDown + " 503 1", "retried " + idDown + " 503 2", "dead " + idDown + " 503 3", "dead " + idBad + " 422 1"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("hook events %q, want %q", got, want)
+	}
+}
+
+// eventLog is a Hook that records each event as "kind id status deliveries".
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) OnEvent(_ context.Context, e outbox.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e.Table == "" {
+		panic("event without its table")
+	}
+	l.events = append(l.events, fmt.Sprintf("%s %s %d %d", e.Kind, e.ID, e.Status, e.Deliveries))
+}
+
+func (l *eventLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, outcome string) float64 {

@@ -55,8 +55,11 @@ type RelayOptions struct {
 	// notification wakes it (retries that came due, a lost notification).
 	// 0 means DefaultPollInterval.
 	PollInterval time.Duration
-	// Metrics, if set, counts deliveries (see NewMetrics).
+	// Metrics, if set, counts deliveries (see NewMetrics). It is the Hook
+	// *Metrics, told before Hooks.
 	Metrics *Metrics
+	// Hooks are told each delivery's outcome, in order (see Hook).
+	Hooks []Hook
 	// Logger gets delivery failures and database errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -266,7 +269,9 @@ func (r *Relay) recordDelivered(ctx context.Context, done <-chan deliveredMsg) {
 			_, err := r.o.Outbox.pool.Exec(wctx, r.delivered, ids, codes)
 			cancel()
 			if err == nil {
-				r.o.Metrics.add(r.o.Outbox, outcomeDelivered, len(ids))
+				for i, id := range ids {
+					r.tell(bg, Event{Kind: EventDelivered, ID: id, Status: int(codes[i])})
+				}
 				break
 			}
 			if time.Now().Add(pause).After(deadline) {
@@ -442,14 +447,14 @@ func (r *Relay) record(ctx context.Context, m leased, stmt string, code int, cau
 			lastErr = &s
 		}
 		_, err = r.o.Outbox.pool.Exec(ctx, stmt, m.id, wait.Microseconds(), status, lastErr, m.deliveries)
-		r.o.Metrics.add(r.o.Outbox, outcomeRetried, 1)
+		r.tell(ctx, Event{Kind: EventRetried, ID: m.id, URL: redactURL(m.url), Status: code, Deliveries: m.deliveries, Err: cause})
 	default:
 		if lastErr == nil {
 			s := fmt.Sprintf("the receiver answered %d", code)
 			lastErr = &s
 		}
 		_, err = r.o.Outbox.pool.Exec(ctx, r.dead, m.id, status, lastErr, m.deliveries)
-		r.o.Metrics.add(r.o.Outbox, outcomeDead, 1)
+		r.tell(ctx, Event{Kind: EventDead, ID: m.id, URL: redactURL(m.url), Status: code, Deliveries: m.deliveries, Err: cause})
 		r.o.Logger.LogAttrs(ctx, slog.LevelError, "outbox: message is dead", slog.String("id", m.id),
 			slog.String("url", redactURL(m.url)), slog.Int("deliveries", m.deliveries), slog.String("error", *lastErr))
 	}
