@@ -38,16 +38,18 @@ func (t *Transport) event(ctx context.Context, e RetryEvent) {
 	if e.GiveUp != ReasonNone {
 		kind = EventGiveUp
 	}
-	t.tell(ctx, Event{Kind: kind, RetryEvent: e})
+	t.tell(ctx, &Event{Kind: kind, RetryEvent: e})
 }
 
 // tell reports e to the built-in observers (the Metrics, Logger and
 // OnRetry fields, in that order), then to the hooks.
-func (t *Transport) tell(ctx context.Context, e Event) {
-	t.Metrics.OnEvent(ctx, e)
-	logEvent(ctx, orDefault(t.Logger), &t.stackWarned, e)
-	OnRetryHook(t.OnRetry).OnEvent(ctx, e)
+func (t *Transport) tell(ctx context.Context, e *Event) {
+	t.Metrics.observe(e)
+	if e.Kind != EventDone { // the logs say nothing of a RoundTrip's end
+		logEvent(ctx, orDefault(t.Logger), &t.stackWarned, *e)
+		OnRetryHook(t.OnRetry).OnEvent(ctx, *e)
+	}
 	if hs := t.hooks.Load(); hs != nil {
-		hs.emit(ctx, e)
+		hs.emit(ctx, *e)
 	}
 }

@@ -215,7 +215,7 @@ func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bo
 // retries and the Transport's do not multiply, and is counted, but it is
 // the design working, not a setting to fix.
 func (t *Transport) stacked(ctx context.Context, req *http.Request, signal stackedSignal) {
-	t.tell(ctx, Event{Kind: EventStacked, RetryEvent: RetryEvent{Request: req}, Signal: signal.String()})
+	t.tell(ctx, &Event{Kind: EventStacked, RetryEvent: RetryEvent{Request: req}, Signal: signal.String()})
 }
 
 // stackedSignalNamed is the stackedSignal whose label is name.

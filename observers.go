@@ -23,7 +23,10 @@ func (m *Metrics) WrapAttempt(next http.RoundTripper) http.RoundTripper { return
 
 // OnEvent counts e: retries and their waits, requests with their outcome
 // and attempts, give-ups, stacked retries. A nil *Metrics counts nothing.
-func (m *Metrics) OnEvent(_ context.Context, e Event) {
+func (m *Metrics) OnEvent(_ context.Context, e Event) { m.observe(&e) }
+
+// observe is OnEvent without the copy, for the Transport's Metrics field.
+func (m *Metrics) observe(e *Event) {
 	if m == nil {
 		return
 	}

@@ -482,7 +482,7 @@ func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, las
 // marked spent, so that a Transport above does not retry it again; one
 // that sends once leaves the retrying to the layer above.
 func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
-	t.tell(req.Context(), Event{Kind: EventDone, RetryEvent: RetryEvent{Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason}})
+	t.tell(req.Context(), &Event{Kind: EventDone, RetryEvent: RetryEvent{Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason}})
 	retried := p.MaxAttempts > 1
 	if err != nil {
 		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err, retried: retried}
