@@ -80,6 +80,7 @@ func BenchmarkParallel64(b *testing.B) {
 		b.Fatal(err)
 	}
 	br, _ := retryhttp.NewBreaker(retryhttp.BreakerSettings{})
+	ratio, _ := retryhttp.NewBreaker(retryhttp.BreakerSettings{FailureRatio: 0.1})
 	cases := []struct {
 		name string
 		tr   http.RoundTripper
@@ -88,6 +89,7 @@ func BenchmarkParallel64(b *testing.B) {
 		{"retryhttp-nobudget", &retryhttp.Transport{Base: memBase{}, Budget: retryhttp.NoBudget}},
 		{"retryhttp-budget", &retryhttp.Transport{Base: memBase{}}},
 		{"retryhttp-budget-breaker-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: br, Metrics: m}},
+		{"retryhttp-budget-ratiobreaker-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: ratio, Metrics: m}},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

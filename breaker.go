@@ -44,10 +44,31 @@ func (s CircuitState) String() string {
 
 // BreakerSettings configure a Breaker. Each zero field takes the default in
 // its comment.
+//
+// Two rules open a circuit. Consecutive failures (Failures) are the
+// default: they trip a host that is down at once, after a handful of
+// attempts. A failure ratio (FailureRatio over Window, once MinCalls were
+// made) also trips a host that fails most calls with an occasional
+// success between them, which resets a consecutive count; set
+// FailureRatio to use it. With FailureRatio set and Failures 0, the ratio
+// alone decides; with both set, either rule opens the circuit.
 type BreakerSettings struct {
 	// Failures is the number of consecutive failed attempts that opens a
-	// host's circuit. 0 means DefaultBreakerFailures.
+	// host's circuit. 0 means DefaultBreakerFailures, unless FailureRatio
+	// is set: then 0 means no consecutive-failure rule.
 	Failures uint32
+	// FailureRatio, if above 0, opens a host's circuit when failed
+	// attempts make at least this share (0 < FailureRatio ≤ 1) of the
+	// attempts in the last Window, once there are at least MinCalls of
+	// them. 0 means no ratio rule.
+	FailureRatio float64
+	// Window is the rolling window FailureRatio is measured over, counted
+	// in tenths of it. 0 means DefaultBreakerWindow.
+	Window time.Duration
+	// MinCalls is the least number of attempts in the window before the
+	// ratio may open the circuit, so that two failures out of three calls
+	// do not. 0 means DefaultBreakerMinCalls.
+	MinCalls uint32
 	// OpenFor is how long an open circuit fails fast before letting probes
 	// through. 0 means DefaultBreakerOpenFor.
 	OpenFor time.Duration
@@ -75,6 +96,8 @@ const (
 	DefaultBreakerOpenFor  = 30 * time.Second
 	DefaultBreakerProbes   = 1
 	DefaultBreakerMaxHosts = 1024
+	DefaultBreakerWindow   = 30 * time.Second
+	DefaultBreakerMinCalls = 20
 )
 
 // Breaker keeps one circuit per host (scheme, host and port) so that a
@@ -84,10 +107,11 @@ const (
 // what Retry-After and the Budget are for.
 //
 // Each circuit follows sony/gobreaker's semantics: consecutive failures
-// open it, it fails fast for OpenFor, then Probes attempts decide, and a
-// generation counter drops late outcomes of an earlier state. Unlike
-// gobreaker it takes no lock and reads no clock while closed, which is
-// where a healthy service spends its life.
+// (or a failure ratio, see BreakerSettings) open it, it fails fast for
+// OpenFor, then Probes attempts decide, and a generation counter drops
+// late outcomes of an earlier state. Unlike gobreaker it takes no lock
+// while closed, which is where a healthy service spends its life, and
+// with the consecutive rule alone reads no clock either.
 //
 // The zero Breaker uses the defaults. A Breaker is safe for concurrent use
 // and may be shared by Transports; it must not be copied after first use.
@@ -132,6 +156,12 @@ func NewBreaker(s BreakerSettings) (*Breaker, error) {
 		return nil, fmt.Errorf("retryhttp: NewBreaker: MaxHosts %d is negative", s.MaxHosts)
 	case s.Failures > circuit.MaxFailures:
 		return nil, fmt.Errorf("retryhttp: NewBreaker: Failures %d is more than %d", s.Failures, circuit.MaxFailures)
+	case !(s.FailureRatio >= 0 && s.FailureRatio <= 1): // NaN too
+		return nil, fmt.Errorf("retryhttp: NewBreaker: FailureRatio %v is not between 0 and 1", s.FailureRatio)
+	case s.Window < 0:
+		return nil, fmt.Errorf("retryhttp: NewBreaker: Window %v is negative", s.Window)
+	case s.Window > 0 && s.Window < circuit.Buckets*time.Millisecond:
+		return nil, fmt.Errorf("retryhttp: NewBreaker: Window %v is shorter than %v", s.Window, circuit.Buckets*time.Millisecond)
 	}
 	b := &Breaker{settings: s}
 	b.init()
@@ -141,8 +171,14 @@ func NewBreaker(s BreakerSettings) (*Breaker, error) {
 func (b *Breaker) init() {
 	b.once.Do(func() {
 		s := &b.settings
-		if s.Failures == 0 {
+		if s.Failures == 0 && s.FailureRatio == 0 {
 			s.Failures = DefaultBreakerFailures
+		}
+		if s.Window == 0 {
+			s.Window = DefaultBreakerWindow
+		}
+		if s.MinCalls == 0 {
+			s.MinCalls = DefaultBreakerMinCalls
 		}
 		if s.OpenFor == 0 {
 			s.OpenFor = DefaultBreakerOpenFor
@@ -153,7 +189,8 @@ func (b *Breaker) init() {
 		if s.MaxHosts == 0 {
 			s.MaxHosts = DefaultBreakerMaxHosts
 		}
-		b.circuit = circuit.Settings{Failures: s.Failures, Probes: s.Probes, OpenFor: s.OpenFor}
+		b.circuit = circuit.Settings{Failures: s.Failures, Probes: s.Probes, OpenFor: s.OpenFor,
+			Ratio: s.FailureRatio, MinCalls: s.MinCalls, Window: s.Window}
 	})
 }
 

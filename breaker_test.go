@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -339,4 +341,52 @@ func TestBreakerKeepsProtectingPastMaxHosts(t *testing.T) {
 	n := 0
 	b.eachState(func(string, CircuitState) { n++ })
 	assert.Equal(t, 16, n)
+}
+
+// A host failing 60% of calls with successes between the failures never
+// trips the consecutive rule; the ratio rule opens it, and time closes it.
+func TestBreakerFailureRatio(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		flaky := func() http.RoundTripper {
+			var n atomic.Int64
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				code := [...]int{503, 200, 503, 503, 200}[n.Add(1)%5]
+				return &http.Response{StatusCode: code, Body: http.NoBody, Request: r}, nil
+			})
+		}
+		run := func(b *Breaker) (refusedAt int) {
+			tr := &Transport{Base: flaky(), Breaker: b, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}
+			for i := range 200 {
+				if _, err := single(t, tr, "http://api.test/x"); err != nil {
+					require.ErrorIs(t, err, ErrCircuitOpen)
+					return i
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return -1
+		}
+		assert.Equal(t, -1, run(&Breaker{}), "the default, consecutive rule never opens on 60% failures")
+
+		var log transitions
+		b, err := NewBreaker(BreakerSettings{FailureRatio: 0.5, Window: 10 * time.Second, MinCalls: 20, OpenFor: 5 * time.Second, OnStateChange: log.record})
+		require.NoError(t, err)
+		n := run(b)
+		assert.True(t, n >= 20 && n <= 25, "the ratio rule opened after %d calls, want soon after MinCalls (20)", n)
+		assert.Equal(t, CircuitOpen, b.State("http://api.test"))
+		time.Sleep(5*time.Second + time.Millisecond)
+		assert.Equal(t, CircuitHalfOpen, b.State("http://api.test"))
+		assert.Equal(t, []string{"http://api.test:80: closed -> open", "http://api.test:80: open -> half-open"}, log.get())
+	})
+}
+
+func TestBreakerSettingsValidated(t *testing.T) {
+	for _, s := range []BreakerSettings{
+		{FailureRatio: -0.1}, {FailureRatio: 1.5}, {FailureRatio: math.NaN()},
+		{FailureRatio: 0.5, Window: -time.Second}, {FailureRatio: 0.5, Window: time.Millisecond},
+	} {
+		_, err := NewBreaker(s)
+		assert.Error(t, err, "%+v", s)
+	}
+	_, err := NewBreaker(BreakerSettings{FailureRatio: 1})
+	assert.NoError(t, err)
 }

@@ -1,9 +1,12 @@
 // Package circuit is a circuit breaker's state machine with gobreaker's
 // semantics (consecutive failures trip it, an open period fails fast, a few
 // half-open probes decide, a generation drops late results of an earlier
-// state) and a lock-free closed path: while closed, allowing an attempt is
-// one atomic load and reporting a success or a failure one atomic
-// compare-and-swap, with no clock read. The lock is taken only on
+// state), a failure-ratio rule over a rolling window as
+// Microsoft.Extensions.Http.Resilience and Polly have, and a lock-free
+// closed path: while closed, allowing an attempt is one atomic load and
+// reporting a success or a failure one atomic compare-and-swap, with no
+// clock read (the ratio rule adds one clock read and one compare-and-swap
+// on the window's bucket). The lock is taken only on
 // transitions and in the open and half-open states. Time is passed in, so
 // retryhttp.Breaker and the retrystorm simulator share it.
 package circuit
@@ -38,11 +41,20 @@ const (
 	Excluded
 )
 
-// Settings are a circuit's thresholds; the caller resolves defaults.
+// Settings are a circuit's thresholds; the caller resolves defaults. At
+// least one of Failures and Ratio is set; with both, either rule opens the
+// circuit.
 type Settings struct {
-	Failures uint32        // consecutive failures that open the circuit, 1..MaxFailures
+	Failures uint32        // consecutive failures that open the circuit, 0..MaxFailures; 0: no such rule
 	Probes   uint32        // half-open attempts, all of which must succeed to close
 	OpenFor  time.Duration // how long an open circuit fails fast
+
+	// Ratio, if above 0, opens the circuit when failures make at least
+	// this share of the calls in the last Window, once there are at least
+	// MinCalls of them.
+	Ratio    float64
+	MinCalls uint32
+	Window   time.Duration
 }
 
 // The packed word: generation | state | consecutive failures.
@@ -65,6 +77,7 @@ func pack(gen uint64, s State) uint64 { return gen<<genShift | uint64(s)<<stateS
 type Circuit struct {
 	word     atomic.Uint64
 	settings *Settings
+	window   *window // the failure-ratio rule's counts; nil without the rule
 	onChange func(from, to State) // called after a transition, outside the lock
 
 	mu        sync.Mutex
@@ -76,7 +89,11 @@ type Circuit struct {
 // New returns a closed circuit. settings is shared, not copied, and must
 // not change; onChange may be nil.
 func New(settings *Settings, onChange func(from, to State)) *Circuit {
-	return &Circuit{settings: settings, onChange: onChange}
+	c := &Circuit{settings: settings, onChange: onChange}
+	if settings.Ratio > 0 {
+		c.window = newWindow(settings.Window)
+	}
+	return c
 }
 
 // Ticket is what Allow hands out and Report takes back: the generation and
@@ -141,6 +158,16 @@ func (c *Circuit) Report(tk Ticket, o Outcome, now func() time.Time) {
 }
 
 func (c *Circuit) reportClosed(gen uint64, o Outcome, now func() time.Time) {
+	if c.window != nil && o != Excluded && genOf(c.word.Load()) == gen {
+		t := now()
+		if f, n := c.window.add(o == Failure, t); n >= uint64(c.settings.MinCalls) && n > 0 && float64(f) >= c.settings.Ratio*float64(n) {
+			c.trip(gen, t)
+			return
+		}
+	}
+	if c.settings.Failures == 0 {
+		return
+	}
 	for {
 		w := c.word.Load()
 		if genOf(w) != gen || stateOf(w) != Closed {
@@ -199,7 +226,7 @@ func (c *Circuit) State(now func() time.Time) State {
 // failure counted. Forgetting an idle circuit loses nothing.
 func (c *Circuit) Idle() bool {
 	w := c.word.Load()
-	return stateOf(w) == Closed && failsOf(w) == 0
+	return stateOf(w) == Closed && failsOf(w) == 0 && (c.window == nil || !c.window.failing())
 }
 
 // expireLocked turns an open circuit whose period ended half-open. The open
@@ -223,6 +250,10 @@ func (c *Circuit) setLocked(s State, now time.Time) (from, to State, changed boo
 		}
 	}
 	switch s {
+	case Closed:
+		if c.window != nil {
+			c.window.reset() // the probes found the host well: its old failures are history
+		}
 	case Open:
 		c.openUntil = now.Add(c.settings.OpenFor)
 	case HalfOpen:
