@@ -77,7 +77,7 @@ func pack(gen uint64, s State) uint64 { return gen<<genShift | uint64(s)<<stateS
 type Circuit struct {
 	word     atomic.Uint64
 	settings *Settings
-	window   *window // the failure-ratio rule's counts; nil without the rule
+	window   *window              // the failure-ratio rule's counts; nil without the rule
 	onChange func(from, to State) // called after a transition, outside the lock
 
 	mu        sync.Mutex
