@@ -90,6 +90,7 @@ func BenchmarkParallel64(b *testing.B) {
 		{"retryhttp-budget", &retryhttp.Transport{Base: memBase{}}},
 		{"retryhttp-budget-breaker-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: br, Metrics: m}},
 		{"retryhttp-budget-ratiobreaker-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: ratio, Metrics: m}},
+		{"retryhttp-budget-ratiobreaker-throttle-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: ratio, Throttle: &retryhttp.Throttle{}, Metrics: m}},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

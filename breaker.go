@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/circuit"
+	"github.com/retryhttp/retryhttp/internal/window"
 )
 
 // ErrCircuitOpen is returned, wrapped in a *RetryError, when a Breaker
@@ -160,8 +161,8 @@ func NewBreaker(s BreakerSettings) (*Breaker, error) {
 		return nil, fmt.Errorf("retryhttp: NewBreaker: FailureRatio %v is not between 0 and 1", s.FailureRatio)
 	case s.Window < 0:
 		return nil, fmt.Errorf("retryhttp: NewBreaker: Window %v is negative", s.Window)
-	case s.Window > 0 && s.Window < circuit.Buckets*time.Millisecond:
-		return nil, fmt.Errorf("retryhttp: NewBreaker: Window %v is shorter than %v", s.Window, circuit.Buckets*time.Millisecond)
+	case s.Window > 0 && s.Window < window.Buckets*time.Millisecond:
+		return nil, fmt.Errorf("retryhttp: NewBreaker: Window %v is shorter than %v", s.Window, window.Buckets*time.Millisecond)
 	}
 	b := &Breaker{settings: s}
 	b.init()

@@ -8,7 +8,7 @@ import "strconv"
 //
 // A give-up (Reason.GaveUp) is a retryable failure that was not retried:
 // attempts, elapsed, deadline, retry_after_too_long, budget, circuit_open,
-// body. not_retryable, canceled and before_attempt are not give-ups.
+// body, throttled. not_retryable, canceled and before_attempt are not give-ups.
 type Reason uint8
 
 const (
@@ -37,6 +37,8 @@ const (
 	ReasonCircuitOpen
 	// ReasonBody: the request body could not be sent again.
 	ReasonBody
+	// ReasonThrottled: the Throttle rejected the attempt locally.
+	ReasonThrottled
 
 	numReasons // the count of reasons above; TestReasonsTable checks each has its entry
 )
@@ -57,6 +59,7 @@ var reasons = [numReasons]struct{ label, text string }{
 	ReasonBudget:            {"budget", "gave up: retry budget exhausted"},
 	ReasonCircuitOpen:       {"circuit_open", "gave up: circuit open"},
 	ReasonBody:              {"body", "gave up: the request body cannot be sent again"},
+	ReasonThrottled:         {"throttled", "gave up: throttled by the client"},
 }
 
 // String returns the reason's label: "attempts", "circuit_open", ...

@@ -133,6 +133,11 @@ type Transport struct {
 	// after repeated failures (see Breaker). nil means no breaker.
 	Breaker *Breaker
 
+	// Throttle, if set, rejects attempts locally, with ErrThrottled,
+	// while a host rejects most of what it is sent (see Throttle). nil
+	// means no throttle.
+	Throttle *Throttle
+
 	// Metrics, if set, counts requests, attempts, retries and give-ups
 	// (see [NewMetrics]). nil counts nothing at no cost. It is the
 	// Hook *Metrics, told before the hooks added with AddHook.
@@ -187,6 +192,10 @@ func (t *Transport) trackBreaker() {
 }
 
 // RoundTrip implements http.RoundTripper.
+//
+// Each attempt is asked of BeforeAttempt, then the Throttle, then the
+// Breaker, and sent; after a retryable failure, the Policy decides the
+// wait and whether another attempt fits, and the Budget is asked last.
 //
 // What the caller gets: the outcome of the last attempt sent. When it is a
 // response (a success, a status not retried, or the last 503 when the
@@ -265,6 +274,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		t.trackOnce.Do(t.trackBreaker)
 	}
 
+	var throttleOf *hostThrottle // the host's throttle counts, looked up once per RoundTrip
+	if t.Throttle != nil {
+		throttleOf = t.Throttle.host(req.URL)
+	}
+
 	budget.deposit(start)
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
@@ -280,6 +294,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 					discard(last)
 				}
 				return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
+			}
+		}
+		if throttleOf != nil {
+			if err := throttleOf.allow(t.Throttle.settings.K, time.Now(), rand.Float64()); err != nil {
+				closeRequestBody(areq)
+				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonThrottled, p)
 			}
 		}
 		var ticket circuit.Ticket
@@ -300,6 +320,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if circuitOf != nil {
 			circuitOf.report(ticket, areq, resp, err)
+		}
+		if throttleOf != nil {
+			throttleOf.report(t, areq, resp, err, time.Now())
 		}
 		if sends != nil {
 			// net/http resent the request itself: each resend is an attempt.

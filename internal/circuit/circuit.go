@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/window"
 )
 
 // State is a circuit's state; the values are retryhttp.CircuitState's.
@@ -77,7 +79,7 @@ func pack(gen uint64, s State) uint64 { return gen<<genShift | uint64(s)<<stateS
 type Circuit struct {
 	word     atomic.Uint64
 	settings *Settings
-	window   *window              // the failure-ratio rule's counts; nil without the rule
+	ratio    *window.Window       // the failure-ratio rule's counts, hits being failures; nil without the rule
 	onChange func(from, to State) // called after a transition, outside the lock
 
 	mu        sync.Mutex
@@ -91,7 +93,7 @@ type Circuit struct {
 func New(settings *Settings, onChange func(from, to State)) *Circuit {
 	c := &Circuit{settings: settings, onChange: onChange}
 	if settings.Ratio > 0 {
-		c.window = newWindow(settings.Window)
+		c.ratio = window.New(settings.Window)
 	}
 	return c
 }
@@ -158,11 +160,14 @@ func (c *Circuit) Report(tk Ticket, o Outcome, now func() time.Time) {
 }
 
 func (c *Circuit) reportClosed(gen uint64, o Outcome, now func() time.Time) {
-	if c.window != nil && o != Excluded && genOf(c.word.Load()) == gen {
+	if c.ratio != nil && o != Excluded && genOf(c.word.Load()) == gen {
 		t := now()
-		if f, n := c.window.add(o == Failure, t); n >= uint64(c.settings.MinCalls) && n > 0 && float64(f) >= c.settings.Ratio*float64(n) {
-			c.trip(gen, t)
-			return
+		c.ratio.Add(o == Failure, t)
+		if o == Failure {
+			if f, n := c.ratio.Sums(t); n >= uint64(c.settings.MinCalls) && float64(f) >= c.settings.Ratio*float64(n) {
+				c.trip(gen, t)
+				return
+			}
 		}
 	}
 	if c.settings.Failures == 0 {
@@ -226,7 +231,7 @@ func (c *Circuit) State(now func() time.Time) State {
 // failure counted. Forgetting an idle circuit loses nothing.
 func (c *Circuit) Idle() bool {
 	w := c.word.Load()
-	return stateOf(w) == Closed && failsOf(w) == 0 && (c.window == nil || !c.window.failing())
+	return stateOf(w) == Closed && failsOf(w) == 0 && (c.ratio == nil || !c.ratio.Hit())
 }
 
 // expireLocked turns an open circuit whose period ended half-open. The open
@@ -251,8 +256,8 @@ func (c *Circuit) setLocked(s State, now time.Time) (from, to State, changed boo
 	}
 	switch s {
 	case Closed:
-		if c.window != nil {
-			c.window.reset() // the probes found the host well: its old failures are history
+		if c.ratio != nil {
+			c.ratio.Reset() // the probes found the host well: its old failures are history
 		}
 	case Open:
 		c.openUntil = now.Add(c.settings.OpenFor)

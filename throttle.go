@@ -1,0 +1,218 @@
+package retryhttp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/window"
+)
+
+// ErrThrottled is returned, wrapped in a *RetryError with
+// ReasonThrottled, when a Throttle rejects an attempt locally: the host
+// has been rejecting most of what it was sent. Nothing was sent.
+var ErrThrottled = errors.New("retryhttp: throttled")
+
+// Throttle is adaptive client-side throttling, as the Google SRE book
+// describes it (chapter 21, "Handling Overload"): per host, it keeps over
+// the last Window the attempts the Transport asked to send (requests) and
+// those the host accepted (accepts), and rejects each new attempt locally,
+// before it is sent, with probability
+//
+//	max(0, (requests − K·accepts) / (requests + 1))
+//
+// so that a host rejecting most of its traffic stops being sent what it
+// would reject, and a client's attempts settle near K times what the host
+// accepts. Local rejections count as requests, not accepts; first attempts
+// and retries alike are throttled and counted.
+//
+// An attempt is accepted unless it ends in a network error (not the
+// caller's cancellation, which is not counted), a 5xx, a 429, or another
+// 4xx carrying a wait the Transport honours (Retry-After or a rate-limit
+// hint, see Transport.Hints): those are the host saying it cannot take
+// the load.
+//
+// Where the Breaker stops all traffic to a host that is down and the
+// Budget caps what retries add, the Throttle sheds the share of traffic an
+// overloaded host is rejecting anyway. In a RoundTrip each attempt is
+// asked of BeforeAttempt, then the Throttle, then the Breaker, then sent;
+// after a retryable failure the Policy decides the wait and whether one
+// more attempt fits, and the Budget is asked last.
+//
+// The zero Throttle uses the defaults. A Throttle is safe for concurrent
+// use; share one *Throttle among the Transports that call the same hosts.
+// It must not be copied after first use.
+type Throttle struct {
+	settings ThrottleSettings
+	once     sync.Once
+
+	hosts sync.Map   // hostID -> *hostThrottle
+	mu    sync.Mutex // serialises adding and evicting hosts
+	n     int        // hosts tracked; guarded by mu
+}
+
+// ThrottleSettings configure a Throttle. Each zero field takes the default
+// in its comment.
+type ThrottleSettings struct {
+	// K is how many attempts per accepted one a host is sent before
+	// local rejections start: 2 lets a client send twice what the host
+	// accepts, which keeps enough traffic flowing to see it recover. It
+	// must be at least 1. 0 means DefaultThrottleK.
+	K float64
+	// Window is how long an attempt counts. 0 means DefaultThrottleWindow.
+	Window time.Duration
+	// MaxHosts bounds the hosts tracked; past it, a host that rejected
+	// nothing in its window is forgotten first. 0 means
+	// DefaultThrottleMaxHosts.
+	MaxHosts int
+}
+
+// Defaults of ThrottleSettings, the SRE book's.
+const (
+	DefaultThrottleK        = 2
+	DefaultThrottleWindow   = 2 * time.Minute
+	DefaultThrottleMaxHosts = 1024
+)
+
+// NewThrottle returns a Throttle with the given settings, rejecting a K
+// below 1 and negative durations and sizes.
+func NewThrottle(s ThrottleSettings) (*Throttle, error) {
+	switch {
+	case s.K != 0 && !(s.K >= 1) || math.IsInf(s.K, 0):
+		return nil, fmt.Errorf("retryhttp: NewThrottle: K %v must be a finite number >= 1", s.K)
+	case s.Window < 0:
+		return nil, fmt.Errorf("retryhttp: NewThrottle: Window %v is negative", s.Window)
+	case s.Window > 0 && s.Window < window.Buckets*time.Millisecond:
+		return nil, fmt.Errorf("retryhttp: NewThrottle: Window %v is shorter than %v", s.Window, window.Buckets*time.Millisecond)
+	case s.MaxHosts < 0:
+		return nil, fmt.Errorf("retryhttp: NewThrottle: MaxHosts %d is negative", s.MaxHosts)
+	}
+	t := &Throttle{settings: s}
+	t.init()
+	return t, nil
+}
+
+func (t *Throttle) init() {
+	t.once.Do(func() {
+		s := &t.settings
+		if s.K == 0 {
+			s.K = DefaultThrottleK
+		}
+		if s.Window == 0 {
+			s.Window = DefaultThrottleWindow
+		}
+		if s.MaxHosts == 0 {
+			s.MaxHosts = DefaultThrottleMaxHosts
+		}
+	})
+}
+
+// hostThrottle is one host's counts: events are attempts asked for, hits
+// those not accepted (local rejections included).
+type hostThrottle struct {
+	name string
+	w    *window.Window
+}
+
+// RejectProbability returns the probability that the next attempt to host
+// is rejected locally. host is a URL's scheme and authority, as for
+// Breaker.State; a host not tracked has 0.
+func (t *Throttle) RejectProbability(host string) float64 {
+	u, err := url.Parse(host)
+	if err != nil {
+		return 0
+	}
+	t.init()
+	if v, ok := t.hosts.Load(hostOf(u)); ok {
+		return v.(*hostThrottle).probability(t.settings.K, time.Now())
+	}
+	return 0
+}
+
+// host returns u's counts, adding them if they are new.
+func (t *Throttle) host(u *url.URL) *hostThrottle {
+	id := hostOf(u)
+	if v, ok := t.hosts.Load(id); ok {
+		return v.(*hostThrottle)
+	}
+	t.init()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.hosts.Load(id); ok {
+		return v.(*hostThrottle)
+	}
+	if t.n >= t.settings.MaxHosts {
+		t.evict()
+	}
+	h := &hostThrottle{name: id.String(), w: window.New(t.settings.Window)}
+	t.hosts.Store(id, h)
+	t.n++
+	return h
+}
+
+// evict forgets a host that rejected nothing in its window, or, when every
+// host did, any one. t.mu must be held.
+func (t *Throttle) evict() {
+	var victim any
+	t.hosts.Range(func(k, v any) bool {
+		if victim == nil {
+			victim = k
+		}
+		if !v.(*hostThrottle).w.Hit() {
+			victim = k
+			return false
+		}
+		return true
+	})
+	if victim != nil {
+		t.hosts.Delete(victim)
+		t.n--
+	}
+}
+
+// probability is the SRE book's rejection probability at now.
+func (h *hostThrottle) probability(k float64, now time.Time) float64 {
+	rejected, requests := h.w.Sums(now)
+	accepts := float64(requests - rejected)
+	return max(0, (float64(requests)-k*accepts)/(float64(requests)+1))
+}
+
+// allow decides one attempt at now, draw uniform in [0, 1): a local
+// rejection is counted at once; an attempt let through is counted when
+// report is told its outcome.
+func (h *hostThrottle) allow(k float64, now time.Time, draw float64) error {
+	if draw < h.probability(k, now) {
+		h.w.Add(true, now)
+		return fmt.Errorf("%w: %s", ErrThrottled, h.name)
+	}
+	return nil
+}
+
+// report counts the outcome of an attempt allow let through.
+func (h *hostThrottle) report(t *Transport, req *http.Request, resp *http.Response, err error, now time.Time) {
+	switch {
+	case err != nil && req.Context().Err() != nil:
+		return // the caller gave up: nothing learnt of the host
+	case err != nil:
+		h.w.Add(true, now)
+	default:
+		h.w.Add(!t.accepted(resp, now), now)
+	}
+}
+
+// accepted reports whether a response shows the host took the attempt: not
+// a 5xx, not a 429, not another 4xx with a wait the Transport honours.
+func (t *Transport) accepted(resp *http.Response, now time.Time) bool {
+	switch code := resp.StatusCode; {
+	case code >= 500, code == http.StatusTooManyRequests:
+		return false
+	case code >= 400:
+		_, asked := t.serverWait(resp, now)
+		return !asked
+	}
+	return true
+}

@@ -1,0 +1,184 @@
+package retryhttp
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/window"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// overloaded answers 200 to one request in every `every` and 503 to the
+// others, counting what reaches it.
+type overloaded struct {
+	every      int64
+	sent, oks  atomic.Int64
+	retryAfter string
+}
+
+func (o *overloaded) RoundTrip(r *http.Request) (*http.Response, error) {
+	n := o.sent.Add(1)
+	if n%o.every == 0 {
+		o.oks.Add(1)
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+	}
+	h := http.Header{}
+	if o.retryAfter != "" {
+		h.Set("Retry-After", o.retryAfter)
+	}
+	return &http.Response{StatusCode: 503, Header: h, Body: http.NoBody, Request: r}, nil
+}
+
+// capacity accepts at most perSecond requests in each second and answers
+// 503 to the rest: a backend at sustained overload.
+type capacity struct {
+	perSecond int
+	second    int64
+	inSecond  int
+	sent, oks atomic.Int64
+}
+
+func (c *capacity) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.sent.Add(1)
+	if s := time.Now().Unix(); s != c.second {
+		c.second, c.inSecond = s, 0
+	}
+	if c.inSecond < c.perSecond {
+		c.inSecond++
+		c.oks.Add(1)
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+	}
+	return &http.Response{StatusCode: 503, Body: http.NoBody, Request: r}, nil
+}
+
+// At sustained overload (100 requests/s offered to a backend that takes
+// 10/s), the client sends about K times what the backend accepts; the rest
+// is rejected locally, with ErrThrottled and nothing sent.
+func TestThrottleSettlesNearKTimesAccepts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		host := &capacity{perSecond: 10}
+		th := &Throttle{} // the zero Throttle: K 2, two minutes
+		tr := &Transport{Base: host, Throttle: th, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}
+		var throttled int
+		for range 24000 { // 100 requests/s for four minutes: two windows
+			resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+			if err != nil {
+				require.ErrorIs(t, err, ErrThrottled)
+				var re *RetryError
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, ReasonThrottled, re.Reason)
+				assert.Equal(t, 0, re.Attempts)
+				throttled++
+			} else {
+				resp.Body.Close()
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		sent, oks := host.sent.Load(), host.oks.Load()
+		ratio := float64(sent) / float64(oks)
+		t.Logf("asked 24000, sent %d, accepted %d (%.2f per accept), throttled %d", sent, oks, ratio, throttled)
+		assert.InDelta(t, 2.0, ratio, 0.3, "sent per accepted")
+		assert.Equal(t, int64(24000), sent+int64(throttled))
+		// 100 asked per accepted 10: (100 − 2·10) / 101.
+		assert.InDelta(t, 0.8, th.RejectProbability("http://api.test"), 0.05, "the book's probability")
+	})
+}
+
+// A healthy host is never throttled, and a host that recovers is sent
+// everything again once its rejections leave the window.
+func TestThrottleHealthyAndRecovering(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th, err := NewThrottle(ThrottleSettings{K: 2, Window: 10 * time.Second})
+		require.NoError(t, err)
+		healthy := &overloaded{every: 1}
+		tr := &Transport{Base: healthy, Throttle: th, Policy: Policy{MaxAttempts: 1}}
+		for range 1000 {
+			resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Equal(t, 0.0, th.RejectProbability("http://api.test"))
+		time.Sleep(11 * time.Second) // the successes leave the window
+
+		down := &overloaded{every: math.MaxInt64}
+		tr.Base = down
+		for range 1000 {
+			if resp, err := tr.RoundTrip(newReq(t, "GET", "", nil)); err == nil {
+				resp.Body.Close()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		assert.Greater(t, th.RejectProbability("http://api.test"), 0.5)
+		assert.Less(t, down.sent.Load(), int64(1000), "a host rejecting everything is shed from")
+
+		time.Sleep(11 * time.Second) // the window passes
+		assert.Equal(t, 0.0, th.RejectProbability("http://api.test"))
+	})
+}
+
+// What counts as accepted: 2xx, 3xx and 4xx without a wait; not 5xx, 429,
+// a 4xx with Retry-After, or a network error. A caller's cancellation is
+// not counted at all.
+func TestThrottleWhatCounts(t *testing.T) {
+	tr := &Transport{}
+	now := time.Now()
+	for code, want := range map[int]bool{200: true, 304: true, 404: true, 409: true, 429: false, 500: false, 503: false} {
+		assert.Equal(t, want, tr.accepted(&http.Response{StatusCode: code, Header: http.Header{}}, now), "%d", code)
+	}
+	limited := &http.Response{StatusCode: 403, Header: http.Header{"Retry-After": {"5"}}}
+	assert.False(t, tr.accepted(limited, now), "a 403 asking to wait is throttling")
+
+	h := &hostThrottle{name: "x", w: window.New(time.Minute)}
+	req := newReq(t, "GET", "", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.report(tr, req.WithContext(ctx), nil, context.Canceled, now)
+	_, n := h.w.Sums(now)
+	assert.Equal(t, uint64(0), n, "a cancellation is not counted")
+	h.report(tr, req, nil, errReset, now)
+	rej, n := h.w.Sums(now)
+	assert.Equal(t, [2]uint64{1, 1}, [2]uint64{rej, n}, "a network error is a rejection")
+}
+
+func TestThrottleSettingsValidated(t *testing.T) {
+	for _, s := range []ThrottleSettings{{K: 0.5}, {K: -1}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -1}, {Window: time.Millisecond}, {MaxHosts: -1}} {
+		_, err := NewThrottle(s)
+		assert.Error(t, err, "%+v", s)
+	}
+}
+
+// Past MaxHosts, a host that rejected nothing is forgotten first, so a
+// rejecting host keeps its counts.
+func TestThrottleBoundedHosts(t *testing.T) {
+	th, err := NewThrottle(ThrottleSettings{MaxHosts: 3})
+	require.NoError(t, err)
+	tr := &Transport{Base: &overloaded{every: math.MaxInt64}, Throttle: th, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}
+	for range 20 {
+		if resp, err := tr.RoundTrip(getReq(t, "http://bad.test/")); err == nil {
+			resp.Body.Close()
+		}
+	}
+	tr.Base = &overloaded{every: 1}
+	for i := range 50 {
+		resp, err := tr.RoundTrip(getReq(t, "http://h"+string(rune('a'+i%26))+".test/"))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	assert.Greater(t, th.RejectProbability("http://bad.test"), 0.5)
+	n := 0
+	th.hosts.Range(func(any, any) bool { n++; return true })
+	assert.LessOrEqual(t, n, 3)
+}
+
+func getReq(t *testing.T, url string) *http.Request {
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	return req
+}
