@@ -67,6 +67,12 @@ const (
 	// attempt followed: ReasonNotRetryable for a success or a status not
 	// retried (see Outcome).
 	EventDone
+	// EventHedge: a hedge was sent (see Hedging): Request is its copy and
+	// Attempt its attempt number.
+	EventHedge
+	// EventHedgeWon: a hedge's response was the usable one, and the
+	// other copies were cancelled.
+	EventHedgeWon
 )
 
 func (k EventKind) String() string {
@@ -79,6 +85,10 @@ func (k EventKind) String() string {
 		return "stacked"
 	case EventDone:
 		return "done"
+	case EventHedge:
+		return "hedge"
+	case EventHedgeWon:
+		return "hedge_won"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }

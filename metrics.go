@@ -31,12 +31,14 @@ import (
 //	retryhttp_retries_total{trigger}           retries scheduled, by trigger: a status of DefaultRetryStatuses,
 //	                                           "network", "timeout", or "other" for any other status
 //	retryhttp_give_ups_total{reason}           retryable failures not retried: attempts, elapsed, deadline,
-//	                                           retry_after_too_long, budget, circuit_open, body
+//	                                           retry_after_too_long, budget, circuit_open, body, throttled
 //	retryhttp_attempts_per_request             histogram, buckets 1..10
 //	retryhttp_backoff_seconds                  histogram of the waits before retries
 //	retryhttp_circuit_state{host}              0 closed, 1 half-open, 2 open, per host of the Breakers in use
 //	retryhttp_stacked_retries_total{signal}    requests sent once because a layer above retries them: retryhttp,
 //	                                           idempotency_key, operation, amz_sdk_request, stainless, google
+//	retryhttp_hedges_total                     hedges sent (see Hedging); present from the start, as 0
+//	retryhttp_hedges_won_total                 hedges whose response was the one returned
 //
 // Outcomes: success (a final status below 400), status (a final status of
 // 400 or more that was not retried), error (an error that was not retried),
@@ -51,6 +53,8 @@ type Metrics struct {
 	giveUps  *prometheus.CounterVec
 	backoff  prometheus.Histogram
 	stacked  *prometheus.CounterVec
+	hedges   prometheus.Counter
+	won      prometheus.Counter
 	shared   *registryState
 }
 
@@ -235,6 +239,18 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 		Name: "retryhttp_stacked_retries_total",
 		Help: "Requests sent once, without retries, because a layer above retries them, by the signal that showed it.",
 	}, []string{"signal"})); err != nil {
+		return nil, err
+	}
+	if m.hedges, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retryhttp_hedges_total",
+		Help: "Hedges sent: copies of a slow request sent before it answered (see Hedging).",
+	})); err != nil {
+		return nil, err
+	}
+	if m.won, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retryhttp_hedges_won_total",
+		Help: "Hedges whose response was the one returned, the other copies cancelled.",
+	})); err != nil {
 		return nil, err
 	}
 	return m, nil

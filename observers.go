@@ -37,6 +37,10 @@ func (m *Metrics) observe(e *Event) {
 		m.request(e.Request, e.Response, e.Err, e.GiveUp, e.Attempt)
 	case EventStacked:
 		m.stackedRetry(e.Signal)
+	case EventHedge:
+		m.hedges.Inc()
+	case EventHedgeWon:
+		m.won.Inc()
 	}
 }
 

@@ -216,3 +216,12 @@ func (t *Transport) accepted(resp *http.Response, now time.Time) bool {
 	}
 	return true
 }
+
+// throttleK is the Throttle's K, its default resolved.
+func (t *Transport) throttleK() float64 {
+	if t.Throttle == nil {
+		return 0
+	}
+	t.Throttle.init()
+	return t.Throttle.settings.K
+}

@@ -133,6 +133,11 @@ type Transport struct {
 	// after repeated failures (see Breaker). nil means no breaker.
 	Breaker *Breaker
 
+	// Hedge, if set, sends another copy of a safe request that is slow to
+	// answer, and takes the first usable response (see Hedging). nil
+	// means no hedging.
+	Hedge *Hedging
+
 	// Throttle, if set, rejects attempts locally, with ErrThrottled,
 	// while a host rejects most of what it is sent (see Throttle). nil
 	// means no throttle.
@@ -282,19 +287,30 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	budget.deposit(start)
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
-	for attempt := 1; ; attempt++ {
-		areq, err := attemptRequest(req, header, injected, body, attempt, t.AttemptHeader, t.BeforeAttempt != nil)
-		if err != nil {
-			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody, p)
+	prep := preparer{req: req, header: header, injected: injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
+	var hedge *raceParams // set when this request may be hedged
+	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, hasKey, body.replayable) {
+		if err := t.Hedge.Validate(); err != nil {
+			closeRequestBody(req)
+			return nil, err
 		}
-		if t.BeforeAttempt != nil {
-			if err := t.BeforeAttempt(areq); err != nil {
-				closeRequestBody(areq)
-				if last != nil {
-					discard(last)
-				}
-				return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
+		heapPrep := new(preparer) // a copy: prep itself stays on the stack when nothing is hedged
+		*heapPrep = prep
+		hedge = &raceParams{via: sendVia, attemptTimeout: p.AttemptTimeout, maxHedges: t.Hedge.maxHedges(),
+			maxAttempts: p.MaxAttempts, budget: budget, circuit: circuitOf, throttle: throttleOf,
+			k: t.throttleK(), lat: t.Hedge.latenciesOf(req.URL), prep: heapPrep,
+			usable: func(resp *http.Response) bool { return !t.retryableStatus(resp.StatusCode, hasKey) }}
+	}
+	for attempt := 1; ; attempt++ {
+		areq, reason, err := prep.prepare(attempt)
+		switch reason {
+		case ReasonBody:
+			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody, p)
+		case ReasonBeforeAttempt:
+			if last != nil {
+				discard(last)
 			}
+			return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
 		}
 		if throttleOf != nil {
 			if err := throttleOf.allow(t.Throttle.settings.K, time.Now(), rand.Float64()); err != nil {
@@ -313,23 +329,35 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			discard(last)
 			last = nil
 		}
-		sreq, sends := traceSends(base, areq)
-		resp, err := send(sendVia, sreq, p.AttemptTimeout)
+		var resp *http.Response
+		if delay, ok := hedge.delayFor(t.Hedge); ok && attempt < p.MaxAttempts {
+			hedge.delay = delay
+			var sent int
+			areq, resp, err, sent = t.race(ctx, hedge, areq, attempt, ticket)
+			attempt += sent - 1
+		} else {
+			sreq, sends := traceSends(base, areq)
+			sentAt := time.Now()
+			resp, err = send(sendVia, sreq, p.AttemptTimeout)
+			if circuitOf != nil {
+				circuitOf.report(ticket, areq, resp, err)
+			}
+			if throttleOf != nil {
+				throttleOf.report(t, areq, resp, err, time.Now())
+			}
+			if hedge != nil && err == nil {
+				hedge.lat.record(time.Since(sentAt))
+			}
+			if sends != nil {
+				// net/http resent the request itself: each resend is an attempt.
+				for range sends.extra() {
+					attempt++
+					budget.withdraw(mono())
+				}
+			}
+		}
 		if resp != nil && t.PeekBody > 0 && resp.StatusCode >= 400 {
 			resp.Body = peek(resp.Body, t.PeekBody)
-		}
-		if circuitOf != nil {
-			circuitOf.report(ticket, areq, resp, err)
-		}
-		if throttleOf != nil {
-			throttleOf.report(t, areq, resp, err, time.Now())
-		}
-		if sends != nil {
-			// net/http resent the request itself: each resend is an attempt.
-			for range sends.extra() {
-				attempt++
-				budget.withdraw(mono())
-			}
 		}
 
 		retry, stop, trigger := t.decide(areq, resp, err, sendable{
@@ -516,6 +544,33 @@ func (t *Transport) finish(req *http.Request, resp *http.Response, err error, at
 	}
 	resp.Request = req
 	return resp, nil
+}
+
+// preparer makes each attempt's request.
+type preparer struct {
+	req           *http.Request
+	header        http.Header
+	injected      bool
+	body          replayBody
+	attemptHeader string
+	before        func(*http.Request) error // Transport.BeforeAttempt
+}
+
+// prepare returns attempt n's request, passed through BeforeAttempt, or
+// the reason it cannot be had: ReasonBody (the body cannot be had again)
+// or ReasonBeforeAttempt.
+func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
+	areq, err := attemptRequest(p.req, p.header, p.injected, p.body, n, p.attemptHeader, p.before != nil)
+	if err != nil {
+		return nil, ReasonBody, err
+	}
+	if p.before != nil {
+		if err := p.before(areq); err != nil {
+			closeRequestBody(areq)
+			return nil, ReasonBeforeAttempt, err
+		}
+	}
+	return areq, ReasonNone, nil
 }
 
 // attemptRequest returns the request to send on attempt n: the caller's
