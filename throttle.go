@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/throttle"
 	"github.com/retryhttp/retryhttp/internal/window"
 )
 
@@ -111,11 +112,10 @@ func (t *Throttle) init() {
 	})
 }
 
-// hostThrottle is one host's counts: events are attempts asked for, hits
-// those not accepted (local rejections included).
+// hostThrottle is one host's counts, and its name for errors.
 type hostThrottle struct {
 	name string
-	w    *window.Window
+	h    *throttle.Host
 }
 
 // RejectProbability returns the probability that the next attempt to host
@@ -128,7 +128,7 @@ func (t *Throttle) RejectProbability(host string) float64 {
 	}
 	t.init()
 	if v, ok := t.hosts.Load(hostOf(u)); ok {
-		return v.(*hostThrottle).probability(t.settings.K, time.Now())
+		return v.(*hostThrottle).h.Probability(t.settings.K, time.Now())
 	}
 	return 0
 }
@@ -148,7 +148,7 @@ func (t *Throttle) host(u *url.URL) *hostThrottle {
 	if t.n >= t.settings.MaxHosts {
 		t.evict()
 	}
-	h := &hostThrottle{name: id.String(), w: window.New(t.settings.Window)}
+	h := &hostThrottle{name: id.String(), h: throttle.New(t.settings.Window)}
 	t.hosts.Store(id, h)
 	t.n++
 	return h
@@ -162,7 +162,7 @@ func (t *Throttle) evict() {
 		if victim == nil {
 			victim = k
 		}
-		if !v.(*hostThrottle).w.Hit() {
+		if !v.(*hostThrottle).h.Rejecting() {
 			victim = k
 			return false
 		}
@@ -174,19 +174,9 @@ func (t *Throttle) evict() {
 	}
 }
 
-// probability is the SRE book's rejection probability at now.
-func (h *hostThrottle) probability(k float64, now time.Time) float64 {
-	rejected, requests := h.w.Sums(now)
-	accepts := float64(requests - rejected)
-	return max(0, (float64(requests)-k*accepts)/(float64(requests)+1))
-}
-
-// allow decides one attempt at now, draw uniform in [0, 1): a local
-// rejection is counted at once; an attempt let through is counted when
-// report is told its outcome.
+// allow decides one attempt at now, draw uniform in [0, 1).
 func (h *hostThrottle) allow(k float64, now time.Time, draw float64) error {
-	if draw < h.probability(k, now) {
-		h.w.Add(true, now)
+	if !h.h.Allow(k, now, draw) {
 		return fmt.Errorf("%w: %s", ErrThrottled, h.name)
 	}
 	return nil
@@ -198,9 +188,9 @@ func (h *hostThrottle) report(t *Transport, req *http.Request, resp *http.Respon
 	case err != nil && req.Context().Err() != nil:
 		return // the caller gave up: nothing learnt of the host
 	case err != nil:
-		h.w.Add(true, now)
+		h.h.Count(false, now)
 	default:
-		h.w.Add(!t.accepted(resp, now), now)
+		h.h.Count(t.accepted(resp, now), now)
 	}
 }
 

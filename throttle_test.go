@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/window"
+	"github.com/retryhttp/retryhttp/internal/throttle"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -135,16 +135,16 @@ func TestThrottleWhatCounts(t *testing.T) {
 	limited := &http.Response{StatusCode: 403, Header: http.Header{"Retry-After": {"5"}}}
 	assert.False(t, tr.accepted(limited, now), "a 403 asking to wait is throttling")
 
-	h := &hostThrottle{name: "x", w: window.New(time.Minute)}
+	h := &hostThrottle{name: "x", h: throttle.New(time.Minute)}
 	req := newReq(t, "GET", "", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	h.report(tr, req.WithContext(ctx), nil, context.Canceled, now)
-	_, n := h.w.Sums(now)
-	assert.Equal(t, uint64(0), n, "a cancellation is not counted")
+	assert.False(t, h.h.Rejecting(), "a cancellation is not counted")
+	assert.Equal(t, 0.0, h.h.Probability(1, now))
 	h.report(tr, req, nil, errReset, now)
-	rej, n := h.w.Sums(now)
-	assert.Equal(t, [2]uint64{1, 1}, [2]uint64{rej, n}, "a network error is a rejection")
+	assert.True(t, h.h.Rejecting(), "a network error is a rejection")
+	assert.InDelta(t, 0.5, h.h.Probability(1, now), 1e-9, "(1 − 0) / (1 + 1)")
 }
 
 func TestThrottleSettingsValidated(t *testing.T) {

@@ -8,6 +8,7 @@
 //	go run ./cmd/retrystorm -sim -scenario contention
 //	go run ./cmd/retrystorm -sim -scenario overload -server queue -slow 0.5 -attempt-timeout 1s
 //	go run ./cmd/retrystorm -reproduce      # the published results, side by side with ours
+//	go run ./cmd/retrystorm -hedge          # the hedging fan-out, live on loopback
 package main
 
 import (
@@ -30,6 +31,7 @@ var errReported = errors.New("bad flags")
 // config is what the flags say.
 type config struct {
 	sim, reproduce bool
+	hedge          bool
 	scenario       string
 	seed           uint64
 	out            string
@@ -80,6 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&f.budgetRatio, "budget-ratio", 0, "the budget strategy's Ratio (0.1)")
 	fs.Float64Var(&f.budgetFloor, "budget-floor", 0, "the budget strategy's MinPerSecond (10)")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed of the simulation")
+	fs.BoolVar(&c.hedge, "hedge", false, "run the hedging fan-out live: 200 reads of 100 keys over 20 loopback servers with stragglers, without hedging, with a hedge after 10 ms, and after the learnt p95")
 	fs.StringVar(&c.out, "out", "", "directory for the charts (SVG and PNG); default a new temporary directory")
 	fs.StringVar(&c.strategies, "strategies", "", "comma-separated subset of strategies to run (default all):\n"+strings.Join(strategyNames(), ", "))
 	fs.Usage = func() {
@@ -289,6 +292,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if c.reproduce {
 		return reproduce(stdout, stderr, []uint64{c.seed}, dir)
+	}
+	if c.hedge {
+		if err := hedgeLive(stdout, 20, 200, 100, c.seed); err != nil {
+			fmt.Fprintf(stderr, "retrystorm: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	sc := c.sc
 	strategies, _ := pickStrategies(sc, c.strategies)

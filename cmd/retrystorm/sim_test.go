@@ -127,7 +127,7 @@ func TestReproduce(t *testing.T) {
 	if code := reproduce(&out, &errb, []uint64{1, 2}, t.TempDir()); code != 0 {
 		t.Errorf("-reproduce on seeds 1 and 2 exited %d: %s\n%s", code, errb.String(), out.String())
 	}
-	for _, want := range []string{"AWS 2015", "Brooker 2022", "SRE book ch. 21", "SRE book ch. 22", "HotOS 2021",
+	for _, want := range []string{"AWS 2015", "Brooker 2022", "SRE book ch. 21", "SRE book ch. 22", "HotOS 2021", "Tail at Scale 2013",
 		"seed 1", "seed 2", "reproduce-aws-contention.png", "within"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q", want)
@@ -246,6 +246,38 @@ func TestLiveAgreesWithSimulation(t *testing.T) {
 		if got["full jitter"] > 0.45 || got["exponential"] < 1.5*got["full jitter"] {
 			t.Errorf("%s: share of the load after recovery in its busiest 200 ms: exponential %.2f, full jitter %.2f (want full jitter at most 0.45 and exponential at least 1.5 times it)",
 				mode, got["exponential"], got["full jitter"])
+		}
+	}
+}
+
+// The overload rows (client-side throttling, hedging) hold on seeds 1 to
+// 5: sent per accepted within 5% of K = 2, the hedged p99.9 at least ten
+// times lower, with at most 5% more requests.
+func TestOverloadRowsOnFiveSeeds(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine arithmetic, slow under -race; CI runs it without")
+	}
+	for seed := uint64(1); seed <= 5; seed++ {
+		if r := sreThrottle(seed); r < 1.9 || r > 2.1 {
+			t.Errorf("seed %d: %.3f sent per accepted, want 2 ± 5%%", seed, r)
+		}
+		without, with, extra := tailAtScale(seed)
+		if with*10 > without || extra > 0.05 {
+			t.Errorf("seed %d: p99.9 %v without hedging, %v with, %.1f%% more requests", seed, without, with, 100*extra)
+		}
+	}
+}
+
+// The live hedging fan-out runs through the real Transport and reports
+// every run, the hedged ones sending at least every key once.
+func TestHedgeLiveRuns(t *testing.T) {
+	var out bytes.Buffer
+	if err := hedgeLive(&out, 4, 10, 20, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"no hedging", "hedge after 10 ms", "hedge after the learnt p95", "+0.0%"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out.String())
 		}
 	}
 }

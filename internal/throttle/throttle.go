@@ -1,0 +1,44 @@
+// Package throttle is adaptive client-side throttling's rule, from the
+// Google SRE book (chapter 21): per host, over a rolling window, the
+// attempts asked for (requests) and those the host accepted (accepts);
+// a new attempt is rejected locally with probability
+// max(0, (requests − K·accepts) / (requests + 1)). Time is passed in, so
+// that retryhttp.Throttle and the retrystorm simulator share it.
+package throttle
+
+import (
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/window"
+)
+
+// Host is one host's counts: events are the attempts asked for, hits those
+// not accepted, local rejections included. It is safe for concurrent use.
+type Host struct{ w *window.Window }
+
+// New returns a host's counts over d.
+func New(d time.Duration) *Host { return &Host{w: window.New(d)} }
+
+// Probability is the rejection probability at now.
+func (h *Host) Probability(k float64, now time.Time) float64 {
+	rejected, requests := h.w.Sums(now)
+	accepts := float64(requests - rejected)
+	return max(0, (float64(requests)-k*accepts)/(float64(requests)+1))
+}
+
+// Allow decides one attempt at now, draw uniform in [0, 1). A local
+// rejection is counted at once; an attempt let through is counted by
+// Count when its outcome is known.
+func (h *Host) Allow(k float64, now time.Time, draw float64) bool {
+	if draw < h.Probability(k, now) {
+		h.w.Add(true, now)
+		return false
+	}
+	return true
+}
+
+// Count records the outcome of an attempt Allow let through.
+func (h *Host) Count(accepted bool, now time.Time) { h.w.Add(!accepted, now) }
+
+// Rejecting reports whether the host's counts hold a rejection.
+func (h *Host) Rejecting() bool { return h.w.Hit() }
