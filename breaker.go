@@ -280,7 +280,7 @@ func (b *Breaker) State(host string) CircuitState {
 // whose open period has ended reports half-open.
 func (b *Breaker) state(id hostID) CircuitState {
 	if v, ok := b.circuits.Load(id); ok {
-		return CircuitState(v.(*hostCircuit).c.State(time.Now))
+		return CircuitState(v.(*hostCircuit).c.State(clockNow))
 	}
 	return CircuitClosed
 }
@@ -289,7 +289,7 @@ func (b *Breaker) state(id hostID) CircuitState {
 func (b *Breaker) eachState(f func(host string, s CircuitState)) {
 	b.circuits.Range(func(_, v any) bool {
 		hc := v.(*hostCircuit)
-		f(hc.name, CircuitState(hc.c.State(time.Now)))
+		f(hc.name, CircuitState(hc.c.State(clockNow)))
 		return true
 	})
 }
@@ -319,7 +319,7 @@ func (b *Breaker) lookup(u *url.URL, cache *atomic.Pointer[circuitCache]) *hostC
 // allow asks the circuit for one attempt; report the outcome with the
 // returned ticket.
 func (hc *hostCircuit) allow() (circuit.Ticket, error) {
-	tk, ok := hc.c.Allow(time.Now)
+	tk, ok := hc.c.Allow(clockNow)
 	if !ok {
 		return tk, fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name)
 	}
@@ -328,7 +328,7 @@ func (hc *hostCircuit) allow() (circuit.Ticket, error) {
 
 // report tells the circuit an attempt's outcome, admitted with tk.
 func (hc *hostCircuit) report(tk circuit.Ticket, req *http.Request, resp *http.Response, err error) {
-	hc.c.Report(tk, breakerOutcome(req, resp, err), time.Now)
+	hc.c.Report(tk, breakerOutcome(req, resp, err), clockNow)
 }
 
 // isOpen reports whether the circuit is open at now: no attempt would be

@@ -238,9 +238,9 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 		cancels = append(cancels, cancel)
 		sreq := areq.WithContext(cctx)
 		go func() {
-			start := time.Now()
+			start := mono()
 			resp, err := send(r.via, sreq, r.attemptTimeout)
-			results <- copyResult{req: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, took: time.Since(start)}
+			results <- copyResult{req: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, took: mono() - start}
 		}()
 	}
 	launch(first, n, ticket)
@@ -290,7 +290,7 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 				continue // the copy cannot be made (GetBody, BeforeAttempt): the others run on
 			}
 			if r.throttle != nil {
-				if err := r.throttle.allow(r.k, time.Now(), rand.Float64()); err != nil {
+				if err := r.throttle.allow(r.k, clockNow(), rand.Float64()); err != nil {
 					closeRequestBody(areq)
 					continue
 				}
@@ -335,7 +335,7 @@ func (r *raceParams) observe(t *Transport, c *copyResult) {
 		r.circuit.report(c.ticket, c.req, c.resp, c.err)
 	}
 	if r.throttle != nil {
-		r.throttle.report(t, c.req, c.resp, c.err, time.Now())
+		r.throttle.report(t, c.req, c.resp, c.err, clockNow())
 	}
 	if c.err == nil {
 		r.lat.record(c.took)

@@ -128,7 +128,7 @@ func (t *Throttle) RejectProbability(host string) float64 {
 	}
 	t.init()
 	if v, ok := t.hosts.Load(hostOf(u)); ok {
-		return v.(*hostThrottle).h.Probability(t.settings.K, time.Now())
+		return v.(*hostThrottle).h.Probability(t.settings.K, clockNow())
 	}
 	return 0
 }

@@ -287,22 +287,20 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	budget.deposit(start)
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
-	prep := preparer{req: req, header: header, injected: injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
 	var hedge *raceParams // set when this request may be hedged
 	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, hasKey, body.replayable) {
 		if err := t.Hedge.Validate(); err != nil {
 			closeRequestBody(req)
 			return nil, err
 		}
-		heapPrep := new(preparer) // a copy: prep itself stays on the stack when nothing is hedged
-		*heapPrep = prep
+		prep := &preparer{req: req, header: header, injected: injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
 		hedge = &raceParams{via: sendVia, attemptTimeout: p.AttemptTimeout, maxHedges: t.Hedge.maxHedges(),
 			maxAttempts: p.MaxAttempts, budget: budget, circuit: circuitOf, throttle: throttleOf,
-			k: t.throttleK(), lat: t.Hedge.latenciesOf(req.URL), prep: heapPrep,
+			k: t.throttleK(), lat: t.Hedge.latenciesOf(req.URL), prep: prep,
 			usable: func(resp *http.Response) bool { return !t.retryableStatus(resp.StatusCode, hasKey) }}
 	}
 	for attempt := 1; ; attempt++ {
-		areq, reason, err := prep.prepare(attempt)
+		areq, reason, err := prepareAttempt(req, header, injected, body, attempt, t.AttemptHeader, t.BeforeAttempt)
 		switch reason {
 		case ReasonBody:
 			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody, p)
@@ -313,7 +311,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
 		}
 		if throttleOf != nil {
-			if err := throttleOf.allow(t.Throttle.settings.K, time.Now(), rand.Float64()); err != nil {
+			if err := throttleOf.allow(t.Throttle.settings.K, clockNow(), rand.Float64()); err != nil {
 				closeRequestBody(areq)
 				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonThrottled, p)
 			}
@@ -337,16 +335,19 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			attempt += sent - 1
 		} else {
 			sreq, sends := traceSends(base, areq)
-			sentAt := time.Now()
+			var sentAt time.Duration
+			if hedge != nil { // learning the host's latencies
+				sentAt = mono()
+			}
 			resp, err = send(sendVia, sreq, p.AttemptTimeout)
 			if circuitOf != nil {
 				circuitOf.report(ticket, areq, resp, err)
 			}
 			if throttleOf != nil {
-				throttleOf.report(t, areq, resp, err, time.Now())
+				throttleOf.report(t, areq, resp, err, clockNow())
 			}
 			if hedge != nil && err == nil {
-				hedge.lat.record(time.Since(sentAt))
+				hedge.lat.record(mono() - sentAt)
 			}
 			if sends != nil {
 				// net/http resent the request itself: each resend is an attempt.
@@ -464,6 +465,14 @@ var monoBase = time.Now()
 // monotonic), and the retry loop measures only intervals.
 func mono() time.Duration { return time.Since(monoBase) }
 
+// clockNow is the time now as the Breaker, the Throttle and the hedging
+// latencies read it: monoBase moved on by mono, one monotonic clock read
+// where time.Now also reads the wall clock (80 ns of a 1 µs RoundTrip on
+// a virtual machine whose wall clock is slow to read). It compares with
+// time.Now's readings by their monotonic clocks, and its wall time drifts
+// only if the system clock is stepped.
+func clockNow() time.Time { return monoBase.Add(mono()) }
+
 // retryBudget returns the Budget retries draw from: Budget, or the
 // Transport's own default. NoBudget allows every retry.
 func (t *Transport) retryBudget() *Budget {
@@ -533,7 +542,9 @@ func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, las
 // marked spent, so that a Transport above does not retry it again; one
 // that sends once leaves the retrying to the layer above.
 func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
-	t.tell(req.Context(), &Event{Kind: EventDone, RetryEvent: RetryEvent{Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason}})
+	if t.Metrics != nil || t.hooks.Load() != nil { // the only observers of EventDone
+		t.tell(req.Context(), &Event{Kind: EventDone, RetryEvent: RetryEvent{Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason}})
+	}
 	retried := p.MaxAttempts > 1
 	if err != nil {
 		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err, retried: retried}
@@ -546,7 +557,7 @@ func (t *Transport) finish(req *http.Request, resp *http.Response, err error, at
 	return resp, nil
 }
 
-// preparer makes each attempt's request.
+// preparer holds what prepareAttempt needs, for the hedges of a request.
 type preparer struct {
 	req           *http.Request
 	header        http.Header
@@ -556,16 +567,20 @@ type preparer struct {
 	before        func(*http.Request) error // Transport.BeforeAttempt
 }
 
-// prepare returns attempt n's request, passed through BeforeAttempt, or
-// the reason it cannot be had: ReasonBody (the body cannot be had again)
-// or ReasonBeforeAttempt.
 func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
-	areq, err := attemptRequest(p.req, p.header, p.injected, p.body, n, p.attemptHeader, p.before != nil)
+	return prepareAttempt(p.req, p.header, p.injected, p.body, n, p.attemptHeader, p.before)
+}
+
+// prepareAttempt returns attempt n's request, passed through before
+// (BeforeAttempt), or the reason it cannot be had: ReasonBody (the body
+// cannot be had again) or ReasonBeforeAttempt.
+func prepareAttempt(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string, before func(*http.Request) error) (*http.Request, Reason, error) {
+	areq, err := attemptRequest(req, header, injected, body, n, attemptHeader, before != nil)
 	if err != nil {
 		return nil, ReasonBody, err
 	}
-	if p.before != nil {
-		if err := p.before(areq); err != nil {
+	if before != nil {
+		if err := before(areq); err != nil {
 			closeRequestBody(areq)
 			return nil, ReasonBeforeAttempt, err
 		}

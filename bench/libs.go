@@ -37,7 +37,7 @@ func unbudgeted(l Lib) Lib {
 			t.Budget = retryhttp.NoBudget
 			return t
 		}
-	case "retryhttp+budget+breaker", "retryhttp+all":
+	case "retryhttp+budget+breaker", "retryhttp+all", "retryhttp+overload":
 		wrap := l.Wrap
 		l.Wrap = func(base http.RoundTripper) http.RoundTripper {
 			t := wrap(base).(*retryhttp.Transport)
@@ -73,6 +73,14 @@ func Libs() []Lib {
 			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
 				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerSettings{})),
 				Metrics: must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
+		}},
+		{"retryhttp+overload", func(base http.RoundTripper) http.RoundTripper {
+			// The protections of a dependency under load: the budget, the
+			// failure-ratio breaker, the throttle, and the metrics.
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
+				Breaker:  must(retryhttp.NewBreaker(retryhttp.BreakerSettings{FailureRatio: 0.5})),
+				Throttle: must(retryhttp.NewThrottle(retryhttp.ThrottleSettings{})),
+				Metrics:  must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
 		}},
 		{"go-retryablehttp", func(base http.RoundTripper) http.RoundTripper {
 			c := retryablehttp.NewClient()
