@@ -287,7 +287,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	budget.deposit(start)
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
-	var hedge *raceParams // set when this request may be hedged
+	var hedge *raceParams   // set when this request may be hedged
 	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, hasKey, body.replayable) {
 		if err := t.Hedge.Validate(); err != nil {
 			closeRequestBody(req)
