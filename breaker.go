@@ -327,8 +327,8 @@ func (hc *hostCircuit) allow() (circuit.Ticket, error) {
 }
 
 // report tells the circuit an attempt's outcome, admitted with tk.
-func (hc *hostCircuit) report(tk circuit.Ticket, req *http.Request, resp *http.Response, err error) {
-	hc.c.Report(tk, breakerOutcome(req, resp, err), clockNow)
+func (hc *hostCircuit) report(tk circuit.Ticket, req *http.Request, resp *http.Response, err error, now func() time.Time) {
+	hc.c.Report(tk, breakerOutcome(req, resp, err), now)
 }
 
 // isOpen reports whether the circuit is open at now: no attempt would be

@@ -332,7 +332,7 @@ type raceParams struct {
 // the Throttle skips it, and its time is not a latency).
 func (r *raceParams) observe(t *Transport, c *copyResult) {
 	if r.circuit != nil {
-		r.circuit.report(c.ticket, c.req, c.resp, c.err)
+		r.circuit.report(c.ticket, c.req, c.resp, c.err, clockNow)
 	}
 	if r.throttle != nil {
 		r.throttle.report(t, c.req, c.resp, c.err, clockNow())

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/throttle"
@@ -114,8 +115,27 @@ func (t *Throttle) init() {
 
 // hostThrottle is one host's counts, and its name for errors.
 type hostThrottle struct {
-	name string
-	h    *throttle.Host
+	name    string
+	h       *throttle.Host
+	evicted atomic.Bool // forgotten by the Throttle: a cached pointer to it is stale
+}
+
+// throttleCache is a Transport's memory of the throttle counts of the last
+// host it called, as circuitCache is for the Breaker.
+type throttleCache struct {
+	t            *Throttle
+	scheme, host string // as in the URL
+	h            *hostThrottle
+}
+
+// lookup returns u's counts, through the Transport's cache.
+func (t *Throttle) lookup(u *url.URL, cache *atomic.Pointer[throttleCache]) *hostThrottle {
+	if c := cache.Load(); c != nil && c.t == t && c.host == u.Host && c.scheme == u.Scheme && !c.h.evicted.Load() {
+		return c.h
+	}
+	h := t.host(u)
+	cache.Store(&throttleCache{t: t, scheme: u.Scheme, host: u.Host, h: h})
+	return h
 }
 
 // RejectProbability returns the probability that the next attempt to host
@@ -169,8 +189,10 @@ func (t *Throttle) evict() {
 		return true
 	})
 	if victim != nil {
-		t.hosts.Delete(victim)
-		t.n--
+		if v, ok := t.hosts.LoadAndDelete(victim); ok {
+			v.(*hostThrottle).evicted.Store(true)
+			t.n--
+		}
 	}
 }
 

@@ -160,12 +160,13 @@ type Transport struct {
 	// AddHook.
 	OnRetry func(RetryEvent)
 
-	ownBudget   Budget                         // the default budget, when Budget is nil
-	seen        recentKeys                     // keys sent recently, to recognise an upper layer's retry
-	resolved    atomic.Pointer[resolvedPolicy] // Policy with its defaults, resolved once
-	lastCircuit atomic.Pointer[circuitCache]   // the Breaker circuit of the last host called
-	trackOnce   sync.Once
-	stackWarned atomic.Uint32 // a bit per stackedSignal warned about
+	ownBudget    Budget                         // the default budget, when Budget is nil
+	seen         recentKeys                     // keys sent recently, to recognise an upper layer's retry
+	resolved     atomic.Pointer[resolvedPolicy] // Policy with its defaults, resolved once
+	lastCircuit  atomic.Pointer[circuitCache]   // the Breaker circuit of the last host called
+	lastThrottle atomic.Pointer[throttleCache]  // the Throttle counts of the last host called
+	trackOnce    sync.Once
+	stackWarned  atomic.Uint32 // a bit per stackedSignal warned about
 	hookState
 }
 
@@ -281,10 +282,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 
 	var throttleOf *hostThrottle // the host's throttle counts, looked up once per RoundTrip
 	if t.Throttle != nil {
-		throttleOf = t.Throttle.host(req.URL)
+		throttleOf = t.Throttle.lookup(req.URL, &t.lastThrottle)
 	}
 
 	budget.deposit(start)
+	lastRead := start       // the latest clock reading, close enough for the Throttle's window
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
 	var hedge *raceParams   // set when this request may be hedged
@@ -311,7 +313,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
 		}
 		if throttleOf != nil {
-			if err := throttleOf.allow(t.Throttle.settings.K, clockNow(), rand.Float64()); err != nil {
+			if err := throttleOf.allow(t.Throttle.settings.K, monoBase.Add(lastRead), rand.Float64()); err != nil {
 				closeRequestBody(areq)
 				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonThrottled, p)
 			}
@@ -340,11 +342,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 				sentAt = mono()
 			}
 			resp, err = send(sendVia, sreq, p.AttemptTimeout)
+			var clk onceClock // the Breaker and the Throttle share one reading, if they need one
 			if circuitOf != nil {
-				circuitOf.report(ticket, areq, resp, err)
+				circuitOf.report(ticket, areq, resp, err, clk.now)
 			}
 			if throttleOf != nil {
-				throttleOf.report(t, areq, resp, err, clockNow())
+				throttleOf.report(t, areq, resp, err, clk.now())
 			}
 			if hedge != nil && err == nil {
 				hedge.lat.record(mono() - sentAt)
@@ -378,6 +381,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		prev = p.backoff(attempt-1, prev, rand.Float64())
 		var now time.Duration
 		e.Wait, e.GiveUp, now = t.nextWait(ctx, p, resp, attempt, start, prev, circuitOf)
+		lastRead = now + e.Wait
 		if e.GiveUp == ReasonNone && !budget.withdraw(now) {
 			e.GiveUp = ReasonBudget
 		}
@@ -472,6 +476,19 @@ func mono() time.Duration { return time.Since(monoBase) }
 // time.Now's readings by their monotonic clocks, and its wall time drifts
 // only if the system clock is stepped.
 func clockNow() time.Time { return monoBase.Add(mono()) }
+
+// onceClock reads clockNow at most once, when first asked.
+type onceClock struct {
+	t    time.Time
+	read bool
+}
+
+func (c *onceClock) now() time.Time {
+	if !c.read {
+		c.t, c.read = clockNow(), true
+	}
+	return c.t
+}
 
 // retryBudget returns the Budget retries draw from: Budget, or the
 // Transport's own default. NoBudget allows every retry.
