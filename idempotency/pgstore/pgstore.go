@@ -7,8 +7,9 @@
 //
 // Create the table with Store.Migrate (safe to run from every replica at
 // once) or the SQL of Schema. Expired rows are ignored by every query but
-// not deleted by them: call Store.Sweep periodically (a cron job, or a
-// ticker in your service) to reclaim space; expires_at is indexed for it.
+// not deleted by them: run a Sweeper (NewSweeper, then Run in a goroutine
+// of your service), or call Store.Sweep from a cron job, to reclaim space
+// in bounded batches; expires_at is indexed for it.
 //
 // In transactional mode a request holds a pooled connection from the
 // handler's first Tx call to its commit (see Tx): size the pool for it,
@@ -117,7 +118,8 @@ WHERE key = $1 AND owner = $2 AND NOT done AND expires_at > now()`,
 	expires_at = now() + $7 * interval '1 microsecond'
 WHERE key = $1 AND owner = $2 AND NOT done AND expires_at > now()`,
 		release: `DELETE FROM ` + t + ` WHERE key = $1 AND owner = $2 AND NOT done`,
-		sweep:   `DELETE FROM ` + t + ` WHERE expires_at <= now()`,
+		sweep: `DELETE FROM ` + t + ` WHERE ctid = ANY(ARRAY(SELECT ctid FROM ` + t +
+			` WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
 	}, nil
 }
 
@@ -143,13 +145,15 @@ func (s *Store) MigrateDown(ctx context.Context, to int) error {
 	return nil
 }
 
-// Sweep deletes expired records and reports how many.
+// Sweep deletes expired records and reports how many: one pass of a
+// Sweeper with the default batches (see NewSweeper). Run a Sweeper for a
+// loop a service keeps.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, s.sweep)
+	sw, err := NewSweeper(SweeperOptions{Store: s})
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: sweep: %w", err)
+		return 0, err
 	}
-	return tag.RowsAffected(), nil
+	return sw.Sweep(ctx)
 }
 
 // Claim implements idempotency.Store.

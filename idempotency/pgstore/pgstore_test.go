@@ -446,3 +446,93 @@ func TestMigrations(t *testing.T) {
 		t.Fatal("MigrateDown(0) left the table")
 	}
 }
+
+// expired inserts n rows that expired an hour ago and live rows that
+// expire in an hour, straight into the table.
+func expired(t *testing.T, p *pgxpool.Pool, table string, n, live int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := p.Exec(ctx, `INSERT INTO `+table+` (key, fingerprint, owner, done, status, expires_at)
+SELECT 'old-' || g, 'fp', 'o', true, 201, now() - interval '1 hour' FROM generate_series(1, $1) g`, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Exec(ctx, `INSERT INTO `+table+` (key, fingerprint, owner, done, status, expires_at)
+SELECT 'live-' || g, 'fp', 'o', true, 201, now() + interval '1 hour' FROM generate_series(1, $1) g`, live); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rows(t *testing.T, p *pgxpool.Pool, table string) (n int) {
+	t.Helper()
+	if err := p.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The Sweeper deletes in batches, leaves live rows, and skips a row a
+// transaction holds instead of waiting for it.
+func TestSweeperBatches(t *testing.T) {
+	s := newStore(t)
+	p := pool(t)
+	v, _ := tables.Load(s)
+	table := v.(string)
+	expired(t, p, table, 2500, 10)
+	ctx := context.Background()
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+table+" WHERE key = 'old-7' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	sw, err := pgstore.NewSweeper(pgstore.SweeperOptions{Store: s, Batch: 1000, Pause: time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := sw.Sweep(sctx)
+	if err != nil || n != 2499 {
+		t.Fatalf("Sweep = %d, %v; want the 2,499 expired rows no transaction holds", n, err)
+	}
+	tx.Rollback(ctx)
+	if n, err := sw.Sweep(sctx); err != nil || n != 1 {
+		t.Fatalf("second Sweep = %d, %v; want the row released", n, err)
+	}
+	if got := rows(t, p, table); got != 10 {
+		t.Fatalf("%d rows left, want the 10 live ones", got)
+	}
+	for _, o := range []pgstore.SweeperOptions{{}, {Store: s, Batch: -1}, {Store: s, Pause: -1}, {Store: s, Interval: -1}} {
+		if _, err := pgstore.NewSweeper(o); err == nil {
+			t.Errorf("NewSweeper(%+v) accepted", o)
+		}
+	}
+}
+
+// Run sweeps every Interval until its context ends, and then returns nil.
+func TestSweeperRun(t *testing.T) {
+	s := newStore(t)
+	p := pool(t)
+	v, _ := tables.Load(s)
+	table := v.(string)
+	sw, err := pgstore.NewSweeper(pgstore.SweeperOptions{Store: s, Batch: 100, Pause: time.Millisecond, Interval: 10 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- sw.Run(ctx) }()
+	expired(t, p, table, 450, 3)
+	deadline := time.Now().Add(10 * time.Second)
+	for rows(t, p, table) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows left after 10 s of Run", rows(t, p, table))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v after its context ended", err)
+	}
+}

@@ -18,7 +18,7 @@ import (
 // stopped by pid when the test ends. The machine's shared Redis is never
 // reconfigured, flushed or stopped.
 type ownRedis struct {
-	t    *testing.T
+	t    testing.TB
 	port int
 	dir  string
 	args []string
@@ -27,7 +27,7 @@ type ownRedis struct {
 
 // startRedis starts an ownRedis with args added to its configuration and
 // returns a client of it.
-func startRedis(t *testing.T, args ...string) (*redis.Client, *ownRedis) {
+func startRedis(t testing.TB, args ...string) (*redis.Client, *ownRedis) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

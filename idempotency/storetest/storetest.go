@@ -45,7 +45,7 @@ func Run(t *testing.T, newStore NewStore) {
 
 // short durations keep the time-based scenarios under a second of real time.
 const (
-	shortLock      = 600 * time.Millisecond // its StoreTimeout (200 ms) leaves a loaded CI machine room
+	shortLock      = 1500 * time.Millisecond // its StoreTimeout (500 ms) leaves a loaded machine room: at 600 ms, 200 ms did not
 	shortRetention = 300 * time.Millisecond
 )
 
@@ -353,7 +353,10 @@ func testCrashedClaim(t *testing.T, s idempotency.Store) {
 	// The first request's handler hangs in a process that died: its claim
 	// is neither extended nor released. Its client gives up.
 	stuck := &charges{block: make(chan struct{})}
+	var unblock sync.Once
+	release := func() { unblock.Do(func() { close(stuck.block) }) }
 	url1 := serve(t, crashed{s}, stuck, idempotency.Options{LockTimeout: shortLock})
+	t.Cleanup(release) // before the server's Close, which waits for the stuck handler, even when the test fails
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -382,7 +385,7 @@ func testCrashedClaim(t *testing.T, s idempotency.Store) {
 	}
 	// The stuck request now finishes: its claim is gone, so it must not
 	// overwrite or release the newer record.
-	close(stuck.block)
+	release()
 	time.Sleep(100 * time.Millisecond)
 	if r := post(t, url2, "crash-1", "", `{"amount":9}`); !r.replayed || r.body != fresh.body {
 		t.Errorf("after the old owner finished: %d %s replayed=%v, want a replay of %s", r.status, r.body, r.replayed, fresh.body)
