@@ -1,0 +1,528 @@
+// Package retryvet is an analyzer that finds unsafe retries: requests with
+// side effects sent again without an idempotency key, keys made anew on
+// every attempt, SDK retries stacked on a retrying Transport, and retry
+// loops without a bound.
+//
+// It reports, each with a one-line fix:
+//
+//   - a POST or PATCH retried without an Idempotency-Key: by
+//     go-retryablehttp (a request made with retryablehttp.NewRequest and no
+//     key header, in a package that sets no CheckRetry), by resty
+//     (SetRetryAllowNonIdempotent(true) or SetAllowNonIdempotentRetry(true)
+//     with SetRetryCount), by failsafehttp (failsafehttp.NewRequest of such
+//     a request), or by a hand-written loop that sends it and sleeps;
+//   - an Idempotency-Key generated inside the loop that sends it, so that
+//     every attempt is a new operation;
+//   - SDK retries left on over a retryhttp.Transport: stripe-go without
+//     MaxNetworkRetries 0, aws-sdk-go-v2 without aws.NopRetryer, openai-go
+//     and anthropic-sdk-go without option.WithMaxRetries(0);
+//   - a retry loop (a for without a condition that sends and sleeps) with no
+//     attempt bound and no context.
+//
+// What it cannot see it does not report: a method chosen at run time, a
+// key set in another function, a Transport built in another package.
+package retryvet
+
+import (
+	"go/ast"
+	"go/constant"
+	"go/token"
+	"go/types"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/passes/inspect"
+	"golang.org/x/tools/go/ast/inspector"
+	"golang.org/x/tools/go/types/typeutil"
+)
+
+// Analyzer is retryvet.
+var Analyzer = &analysis.Analyzer{
+	Name:     "retryvet",
+	Doc:      "report retries that can repeat a side effect: POST/PATCH retried without an Idempotency-Key, keys made per attempt, SDK retries over a retrying Transport, unbounded retry loops",
+	URL:      "https://pkg.go.dev/github.com/retryhttp/retryhttp/retryvet",
+	Requires: []*analysis.Analyzer{inspect.Analyzer},
+	Run:      run,
+}
+
+// Import paths of the libraries it knows.
+const (
+	pathRetryablehttp = "github.com/hashicorp/go-retryablehttp"
+	pathFailsafehttp  = "github.com/failsafe-go/failsafe-go/failsafehttp"
+	pathRetryhttp     = "github.com/retryhttp/retryhttp"
+	pathStripe        = "github.com/stripe/stripe-go"
+	pathAWSConfig     = "github.com/aws/aws-sdk-go-v2/config"
+	pathOpenAIOption  = "github.com/openai/openai-go"
+	pathAnthropic     = "github.com/anthropics/anthropic-sdk-go"
+)
+
+func run(pass *analysis.Pass) (any, error) {
+	ins := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
+	c := &checker{pass: pass}
+	c.scanPackage(ins)
+	ins.Preorder([]ast.Node{(*ast.CompositeLit)(nil)}, func(n ast.Node) { c.stripeConfig(n.(*ast.CompositeLit)) })
+	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)}, func(n ast.Node) {
+		var body *ast.BlockStmt
+		switch f := n.(type) {
+		case *ast.FuncDecl:
+			body = f.Body
+		case *ast.FuncLit:
+			body = f.Body
+		}
+		if body != nil {
+			c.function(body)
+		}
+	})
+	return nil, nil
+}
+
+type checker struct {
+	pass          *analysis.Pass
+	checkRetrySet bool // the package assigns a CheckRetry: it may exclude POSTs
+	retryCountSet bool // the package calls resty's SetRetryCount
+	retryhttpUsed bool // the package builds a retryhttp.Transport
+}
+
+// scanPackage records the package-wide facts the checks depend on.
+func (c *checker) scanPackage(ins *inspector.Inspector) {
+	ins.Preorder([]ast.Node{(*ast.AssignStmt)(nil), (*ast.KeyValueExpr)(nil), (*ast.CallExpr)(nil), (*ast.CompositeLit)(nil)}, func(n ast.Node) {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			for _, l := range n.Lhs {
+				if sel, ok := l.(*ast.SelectorExpr); ok && sel.Sel.Name == "CheckRetry" {
+					c.checkRetrySet = true
+				}
+			}
+		case *ast.KeyValueExpr:
+			if id, ok := n.Key.(*ast.Ident); ok && id.Name == "CheckRetry" {
+				c.checkRetrySet = true
+			}
+		case *ast.CallExpr:
+			if fn := c.callee(n); fn != nil && fn.Name() == "SetRetryCount" && strings.Contains(pkgPath(fn), "go-resty/resty") {
+				c.retryCountSet = true
+			}
+		case *ast.CompositeLit:
+			if isNamed(c.pass.TypesInfo.TypeOf(n), pathRetryhttp, "Transport") {
+				c.retryhttpUsed = true
+			}
+		}
+	})
+}
+
+// function checks one function body.
+func (c *checker) function(body *ast.BlockStmt) {
+	keyed := c.setsKey(body)
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			return false // checked on its own
+		case *ast.CallExpr:
+			c.call(body, n, keyed)
+		case *ast.ForStmt:
+			c.loop(body, n, n.Body, n.Cond == nil, keyed)
+		case *ast.RangeStmt:
+			c.loop(body, n, n.Body, false, keyed)
+		}
+		return true
+	})
+}
+
+// call checks the calls that retry on their own.
+func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
+	fn := c.callee(call)
+	if fn == nil {
+		return
+	}
+	path := pkgPath(fn)
+	switch {
+	case path == pathRetryablehttp && (fn.Name() == "NewRequest" || fn.Name() == "NewRequestWithContext"):
+		arg := 0
+		if fn.Name() == "NewRequestWithContext" {
+			arg = 1
+		}
+		if m, ok := c.method(call, arg); ok && unsafeMethod(m) && !keyed && !c.checkRetrySet {
+			c.pass.Reportf(call.Pos(), "%s retried by go-retryablehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do, or exclude it in CheckRetry", m)
+		}
+	case strings.Contains(path, "go-resty/resty") && (fn.Name() == "SetRetryAllowNonIdempotent" || fn.Name() == "SetAllowNonIdempotentRetry"):
+		if len(call.Args) == 1 && isTrue(c.pass.TypesInfo, call.Args[0]) && (c.retryCountSet || fn.Name() == "SetAllowNonIdempotentRetry") {
+			c.pass.Reportf(call.Pos(), "resty retries POST and PATCH here, with no Idempotency-Key of its own: a retry after a lost response repeats its effect; "+
+				"fix: set an Idempotency-Key header on each such request (one per operation), or drop %s(true)", fn.Name())
+		}
+	case path == pathFailsafehttp && fn.Name() == "NewRequest" && len(call.Args) > 0:
+		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed {
+			c.pass.Reportf(call.Pos(), "%s retried by failsafehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before the request is wrapped", m)
+		}
+	case path == pathAWSConfig && fn.Name() == "LoadDefaultConfig" && c.retryhttpUsed:
+		if c.optionIn(call, pathAWSConfig, "WithHTTPClient") && !c.nopRetryer(call) {
+			c.pass.Reportf(call.Pos(), "aws-sdk-go-v2 retries over a retryhttp.Transport: two retry layers multiply attempts; "+
+				"fix: config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} })")
+		}
+	case (strings.HasPrefix(path, pathOpenAIOption) || strings.HasPrefix(path, pathAnthropic)) && fn.Name() == "NewClient" && c.retryhttpUsed:
+		if c.optionIn(call, "", "WithHTTPClient") && !c.maxRetriesZero(call) {
+			c.pass.Reportf(call.Pos(), "the SDK retries (2 times by default) over a retryhttp.Transport: two retry layers multiply attempts; "+
+				"fix: option.WithMaxRetries(0)")
+		}
+	}
+}
+
+// stripeConfig checks a stripe.BackendConfig with an HTTPClient.
+func (c *checker) stripeConfig(lit *ast.CompositeLit) {
+	if !c.retryhttpUsed || !isNamedPrefix(c.pass.TypesInfo.TypeOf(lit), pathStripe, "BackendConfig") {
+		return
+	}
+	var client, zero bool
+	for _, e := range lit.Elts {
+		kv, ok := e.(*ast.KeyValueExpr)
+		if !ok {
+			continue
+		}
+		switch id, _ := kv.Key.(*ast.Ident); {
+		case id == nil:
+		case id.Name == "HTTPClient":
+			client = true
+		case id.Name == "MaxNetworkRetries":
+			zero = callOfZero(c.pass.TypesInfo, kv.Value)
+		}
+	}
+	if client && !zero {
+		c.pass.Reportf(lit.Pos(), "stripe-go retries over a retryhttp.Transport when MaxNetworkRetries is unset or above 0: two retry layers multiply attempts; "+
+			"fix: MaxNetworkRetries: stripe.Int64(0)")
+	}
+}
+
+// loop checks a loop that sends requests and waits between them.
+func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockStmt, endless, keyed bool) {
+	sends, waits := c.sendsAndWaits(loopBody)
+	if len(sends) == 0 || !waits {
+		return
+	}
+	for _, s := range sends {
+		if m, ok := c.sentMethod(body, s); ok && unsafeMethod(m) && !keyed {
+			c.pass.Reportf(s.Pos(), "%s retried by this loop without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before the loop", m)
+		}
+	}
+	for _, set := range c.keySets(loopBody) {
+		if generated(c.pass.TypesInfo, set.Args[1], loopBody) {
+			c.pass.Reportf(set.Pos(), "the Idempotency-Key is made anew on every attempt, so each retry is a new operation to the server; "+
+				"fix: make the key once, before the loop")
+		}
+	}
+	if endless && !c.usesContext(loopBody) && !c.boundsAttempts(loopBody) {
+		c.pass.Reportf(loop.Pos(), "a retry loop with no attempt bound and no context: it retries forever while the dependency is down; "+
+			"fix: bound it (for attempt := 1; attempt <= max; attempt++) and stop when ctx is done")
+	}
+}
+
+// sendsAndWaits returns the HTTP sends in a loop body, not counting
+// function literals, and whether it also waits (time.Sleep, time.After,
+// a Timer).
+func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, waits bool) {
+	ast.Inspect(body, func(n ast.Node) bool {
+		if _, ok := n.(*ast.FuncLit); ok {
+			return false
+		}
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		fn := c.callee(call)
+		if fn == nil {
+			return true
+		}
+		switch path, name := pkgPath(fn), fn.Name(); {
+		case path == "time" && (name == "Sleep" || name == "After" || name == "NewTimer" || name == "Tick"):
+			waits = true
+		case path == "net/http" && (name == "Do" || name == "Post" || name == "PostForm" || name == "Get" || name == "Head"):
+			sends = append(sends, call)
+		}
+		return true
+	})
+	return sends, waits
+}
+
+// sentMethod returns the method a send call uses: POST for Post and
+// PostForm, GET and HEAD for theirs, the request's for Do.
+func (c *checker) sentMethod(body *ast.BlockStmt, call *ast.CallExpr) (string, bool) {
+	switch c.callee(call).Name() {
+	case "Post", "PostForm":
+		return "POST", true
+	case "Get":
+		return "GET", true
+	case "Head":
+		return "HEAD", true
+	}
+	if len(call.Args) != 1 {
+		return "", false
+	}
+	return c.requestMethod(body, call.Args[0])
+}
+
+// requestMethod finds the method of the request expr names: a variable
+// assigned from http.NewRequest (or NewRequestWithContext) in body.
+func (c *checker) requestMethod(body *ast.BlockStmt, expr ast.Expr) (string, bool) {
+	id, ok := ast.Unparen(expr).(*ast.Ident)
+	if !ok {
+		return "", false
+	}
+	obj := c.pass.TypesInfo.ObjectOf(id)
+	var method string
+	var found bool
+	ast.Inspect(body, func(n ast.Node) bool {
+		as, ok := n.(*ast.AssignStmt)
+		if !ok || found || len(as.Rhs) != 1 || len(as.Lhs) == 0 {
+			return !found
+		}
+		lid, ok := as.Lhs[0].(*ast.Ident)
+		if !ok || c.pass.TypesInfo.ObjectOf(lid) != obj {
+			return true
+		}
+		call, ok := as.Rhs[0].(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		fn := c.callee(call)
+		if fn == nil || pkgPath(fn) != "net/http" && pkgPath(fn) != pathRetryablehttp {
+			return true
+		}
+		switch fn.Name() {
+		case "NewRequest":
+			method, found = c.method(call, 0)
+		case "NewRequestWithContext":
+			method, found = c.method(call, 1)
+		}
+		return !found
+	})
+	return method, found
+}
+
+// method returns the constant method argument arg of a call.
+func (c *checker) method(call *ast.CallExpr, arg int) (string, bool) {
+	if len(call.Args) <= arg {
+		return "", false
+	}
+	s, ok := constString(c.pass.TypesInfo, call.Args[arg])
+	return strings.ToUpper(s), ok
+}
+
+// setsKey reports whether body sets an Idempotency-Key header anywhere.
+func (c *checker) setsKey(body *ast.BlockStmt) bool {
+	if len(c.keySets(body)) > 0 {
+		return true
+	}
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.IndexExpr:
+			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && isKeyName(s) {
+				found = true
+			}
+		case *ast.KeyValueExpr:
+			if s, ok := constString(c.pass.TypesInfo, n.Key); ok && isKeyName(s) {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// keySets returns the Header.Set and Header.Add calls of an
+// Idempotency-Key in n, and the SetHeader calls of resty.
+func (c *checker) keySets(n ast.Node) []*ast.CallExpr {
+	var out []*ast.CallExpr
+	ast.Inspect(n, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) != 2 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != "Set" && sel.Sel.Name != "Add" && sel.Sel.Name != "SetHeader" {
+			return true
+		}
+		if s, ok := constString(c.pass.TypesInfo, call.Args[0]); ok && isKeyName(s) {
+			out = append(out, call)
+		}
+		return true
+	})
+	return out
+}
+
+// usesContext reports whether a loop body refers to a context.Context.
+func (c *checker) usesContext(body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && isNamed(c.pass.TypesInfo.TypeOf(id), "context", "Context") {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// boundsAttempts reports whether a loop body leaves the loop under a
+// comparison of integers (an attempt counter: if n >= max { break }).
+func (c *checker) boundsAttempts(body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		ifs, ok := n.(*ast.IfStmt)
+		if !ok {
+			return !found
+		}
+		be, ok := ifs.Cond.(*ast.BinaryExpr)
+		if !ok || be.Op != token.GTR && be.Op != token.GEQ && be.Op != token.LSS && be.Op != token.LEQ && be.Op != token.EQL || !isInteger(c.pass.TypesInfo.TypeOf(be.X)) {
+			return true
+		}
+		ast.Inspect(ifs.Body, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ReturnStmt:
+				found = true
+			case *ast.BranchStmt:
+				if n.Tok == token.BREAK {
+					found = true
+				}
+			}
+			return !found
+		})
+		return !found
+	})
+	return found
+}
+
+// optionIn reports whether one of call's arguments is a call of a function
+// named name (from a package under path, if path is set).
+func (c *checker) optionIn(call *ast.CallExpr, path, name string) bool {
+	for _, a := range call.Args {
+		if ac, ok := ast.Unparen(a).(*ast.CallExpr); ok {
+			if fn := c.callee(ac); fn != nil && fn.Name() == name && (path == "" || strings.HasPrefix(pkgPath(fn), path)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nopRetryer reports whether call passes config.WithRetryer with an
+// aws.NopRetryer in it.
+func (c *checker) nopRetryer(call *ast.CallExpr) bool {
+	found := false
+	for _, a := range call.Args {
+		ast.Inspect(a, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "NopRetryer" {
+				found = true
+			}
+			return !found
+		})
+	}
+	return found
+}
+
+// maxRetriesZero reports whether call passes option.WithMaxRetries(0).
+func (c *checker) maxRetriesZero(call *ast.CallExpr) bool {
+	for _, a := range call.Args {
+		ac, ok := ast.Unparen(a).(*ast.CallExpr)
+		if !ok || len(ac.Args) != 1 {
+			continue
+		}
+		if fn := c.callee(ac); fn != nil && fn.Name() == "WithMaxRetries" && isZero(c.pass.TypesInfo, ac.Args[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *checker) callee(call *ast.CallExpr) *types.Func {
+	fn, _ := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	return fn
+}
+
+// generated reports whether v, a key's value, is made inside loop: a call
+// (uuid.NewString()), or a variable defined in the loop.
+func generated(info *types.Info, v ast.Expr, loop *ast.BlockStmt) bool {
+	switch v := ast.Unparen(v).(type) {
+	case *ast.CallExpr:
+		if _, ok := info.TypeOf(v.Fun).(*types.Signature); !ok {
+			return generated(info, v.Args[0], loop) // a conversion
+		}
+		return true
+	case *ast.Ident:
+		obj := info.ObjectOf(v)
+		return obj != nil && obj.Pos() >= loop.Pos() && obj.Pos() < loop.End()
+	}
+	return false
+}
+
+func isInteger(t types.Type) bool {
+	if t == nil {
+		return false
+	}
+	b, ok := types.Unalias(t).Underlying().(*types.Basic)
+	return ok && b.Info()&types.IsInteger != 0
+}
+
+func unsafeMethod(m string) bool { return m == "POST" || m == "PATCH" }
+
+func isKeyName(s string) bool {
+	return strings.EqualFold(s, "Idempotency-Key") || strings.EqualFold(s, "X-Idempotency-Key")
+}
+
+func pkgPath(fn *types.Func) string {
+	if fn.Pkg() == nil {
+		return ""
+	}
+	return fn.Pkg().Path()
+}
+
+func constString(info *types.Info, e ast.Expr) (string, bool) {
+	tv, ok := info.Types[e]
+	if !ok || tv.Value == nil || tv.Value.Kind() != constant.String {
+		return "", false
+	}
+	return constant.StringVal(tv.Value), true
+}
+
+func isTrue(info *types.Info, e ast.Expr) bool {
+	tv, ok := info.Types[e]
+	return ok && tv.Value != nil && tv.Value.Kind() == constant.Bool && constant.BoolVal(tv.Value)
+}
+
+func isZero(info *types.Info, e ast.Expr) bool {
+	tv, ok := info.Types[e]
+	return ok && tv.Value != nil && tv.Value.Kind() == constant.Int && constant.Sign(tv.Value) == 0
+}
+
+// callOfZero reports whether e is 0 or a call such as stripe.Int64(0).
+func callOfZero(info *types.Info, e ast.Expr) bool {
+	if isZero(info, e) {
+		return true
+	}
+	call, ok := ast.Unparen(e).(*ast.CallExpr)
+	return ok && len(call.Args) == 1 && isZero(info, call.Args[0])
+}
+
+// isNamed reports whether t (or what it points to) is the named type
+// path.name.
+func isNamed(t types.Type, path, name string) bool {
+	return namedIs(t, func(p string) bool { return p == path }, name)
+}
+
+// isNamedPrefix is isNamed for a package under path (a major version).
+func isNamedPrefix(t types.Type, path, name string) bool {
+	return namedIs(t, func(p string) bool { return strings.HasPrefix(p, path) }, name)
+}
+
+func namedIs(t types.Type, pathOK func(string) bool, name string) bool {
+	if t == nil {
+		return false
+	}
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	n, ok := types.Unalias(t).(*types.Named)
+	if !ok || n.Obj().Pkg() == nil {
+		return false
+	}
+	return n.Obj().Name() == name && pathOK(n.Obj().Pkg().Path())
+}
