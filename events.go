@@ -45,8 +45,10 @@ func (t *Transport) event(ctx context.Context, e RetryEvent) {
 // OnRetry fields, in that order), then to the hooks.
 func (t *Transport) tell(ctx context.Context, e *Event) {
 	t.Metrics.observe(e)
-	if e.Kind != EventDone { // the logs say nothing of a RoundTrip's end
+	if e.Kind != EventDone || replayed(e.Response) { // of a RoundTrip's end, the logs tell only a replay
 		logEvent(ctx, orDefault(t.Logger), &t.stackWarned, *e)
+	}
+	if e.Kind != EventDone {
 		OnRetryHook(t.OnRetry).OnEvent(ctx, *e)
 	}
 	if hs := t.hooks.Load(); hs != nil {

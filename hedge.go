@@ -49,10 +49,11 @@ type Hedging struct {
 	// is sent. 0 means the host's Quantile latency.
 	Delay time.Duration
 	// Quantile is the share of the host's latencies below the delay, when
-	// Delay is 0: 0.95 sends a hedge for the slowest 5%. 0 means 0.95.
+	// Delay is 0: 0.95 sends a hedge for the slowest 5%. 0 means
+	// DefaultHedgeQuantile.
 	Quantile float64
 	// MaxHedges is how many copies may be sent besides the first, one
-	// Delay apart. 0 means 1.
+	// Delay apart. 0 means DefaultMaxHedges.
 	MaxHedges int
 	// Unsafe also hedges idempotent methods and keyed requests.
 	Unsafe bool
@@ -60,6 +61,12 @@ type Hedging struct {
 	hosts sync.Map     // hostID -> *latencies
 	n     atomic.Int64 // hosts tracked
 }
+
+// Defaults of Hedging.
+const (
+	DefaultHedgeQuantile = 0.95
+	DefaultMaxHedges     = 1
+)
 
 // Bounds of the latencies Hedging learns.
 const (
@@ -102,7 +109,7 @@ func (h *Hedging) delay(l *latencies) (time.Duration, bool) {
 	}
 	q := h.Quantile
 	if q == 0 {
-		q = 0.95
+		q = DefaultHedgeQuantile
 	}
 	return l.quantile(q)
 }
@@ -119,7 +126,7 @@ func (r *raceParams) delayFor(h *Hedging) (time.Duration, bool) {
 
 func (h *Hedging) maxHedges() int {
 	if h.MaxHedges == 0 {
-		return 1
+		return DefaultMaxHedges
 	}
 	return h.MaxHedges
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -145,3 +146,28 @@ type eventsHook func(Event)
 func (f eventsHook) WrapRoundTrip(next http.RoundTripper) http.RoundTripper { return next }
 func (f eventsHook) WrapAttempt(next http.RoundTripper) http.RoundTripper   { return next }
 func (f eventsHook) OnEvent(_ context.Context, e Event)                     { f(e) }
+
+// A response the server's idempotency layer replayed is counted and
+// logged at Debug, with its key.
+func TestReplayedResponsesCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	var logs bytes.Buffer
+	replay := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 201, Header: http.Header{"Idempotent-Replayed": {"true"}}, Body: http.NoBody, Request: r}, nil
+	})
+	tr := &Transport{Base: replay, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	for range 2 {
+		resp, err := tr.RoundTrip(newReq(t, "POST", "{}", http.Header{"Idempotency-Key": {"order-1"}}))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	fresh := &Transport{Base: script(status(201)), Metrics: m}
+	resp, err := fresh.RoundTrip(newReq(t, "POST", "{}", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.replayed))
+	assert.Equal(t, 2, strings.Count(logs.String(), "replayed its stored response"))
+	assert.Contains(t, logs.String(), "idempotency_key=order-1")
+}

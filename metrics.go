@@ -39,6 +39,8 @@ import (
 //	                                           idempotency_key, operation, amz_sdk_request, stainless, google
 //	retryhttp_hedges_total                     hedges sent (see Hedging); present from the start, as 0
 //	retryhttp_hedges_won_total                 hedges whose response was the one returned
+//	retryhttp_replayed_responses_total         responses marked Idempotent-Replayed: true by the server's
+//	                                           idempotency layer (a stored answer, not a new effect)
 //
 // Outcomes: success (a final status below 400), status (a final status of
 // 400 or more that was not retried), error (an error that was not retried),
@@ -55,6 +57,7 @@ type Metrics struct {
 	stacked  *prometheus.CounterVec
 	hedges   prometheus.Counter
 	won      prometheus.Counter
+	replayed prometheus.Counter
 	shared   *registryState
 }
 
@@ -250,6 +253,12 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 	if m.won, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "retryhttp_hedges_won_total",
 		Help: "Hedges whose response was the one returned, the other copies cancelled.",
+	})); err != nil {
+		return nil, err
+	}
+	if m.replayed, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retryhttp_replayed_responses_total",
+		Help: "Responses the server marked Idempotent-Replayed: a stored answer to a key sent before, not a new effect.",
 	})); err != nil {
 		return nil, err
 	}

@@ -35,6 +35,9 @@ func (m *Metrics) observe(e *Event) {
 		m.retry(e.Request.URL, e.Trigger, e.Wait)
 	case EventDone:
 		m.request(e.Request, e.Response, e.Err, e.GiveUp, e.Attempt)
+		if replayed(e.Response) {
+			m.replayed.Inc()
+		}
 	case EventStacked:
 		m.stackedRetry(e.Signal)
 	case EventHedge:
@@ -45,7 +48,8 @@ func (m *Metrics) observe(e *Event) {
 }
 
 // LogHook logs retry decisions to Logger (slog.Default() when nil): one
-// Debug record per retry and one Warn record per give-up (see
+// Debug record per retry, one per response the server replayed
+// (Idempotent-Replayed: true), and one Warn record per give-up (see
 // [Reason.GaveUp]), with method, host, path, attempt, trigger, status,
 // wait or give_up, error, and any Idempotency-Key; never bodies, query
 // strings or credentials; and one Warn record per kind of stacked retry
@@ -87,6 +91,12 @@ func (f OnRetryHook) OnEvent(_ context.Context, e Event) {
 	}
 }
 
+// replayed reports whether resp is a stored answer the server's
+// idempotency layer replayed.
+func replayed(resp *http.Response) bool {
+	return resp != nil && resp.Header.Get(wire.Replayed) == "true"
+}
+
 // logEvent is LogHook's body, shared with the Transport's Logger field;
 // warned holds a bit per stacked signal already warned about.
 func logEvent(ctx context.Context, logger *slog.Logger, warned *atomic.Uint32, e Event) {
@@ -103,6 +113,16 @@ func logEvent(ctx context.Context, logger *slog.Logger, warned *atomic.Uint32, e
 			return
 		}
 		logger.LogAttrs(ctx, slog.LevelWarn, stackedSignals[s].warning, slog.String("signal", e.Signal))
+		return
+	case EventDone:
+		if replayed(e.Response) && logger.Enabled(ctx, slog.LevelDebug) {
+			attrs := []slog.Attr{slog.String("method", valueOrGET(e.Request.Method)), slog.String("host", e.Request.URL.Host),
+				slog.String("path", e.Request.URL.Path), slog.Int("status", e.Response.StatusCode)}
+			if k, _ := wire.Key(e.Request.Header); k != "" {
+				attrs = append(attrs, slog.String("idempotency_key", k))
+			}
+			logger.LogAttrs(ctx, slog.LevelDebug, "retryhttp: the server replayed its stored response", attrs...)
+		}
 		return
 	case EventRetry, EventGiveUp:
 	default:

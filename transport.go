@@ -559,7 +559,7 @@ func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, las
 // marked spent, so that a Transport above does not retry it again; one
 // that sends once leaves the retrying to the layer above.
 func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
-	if t.Metrics != nil || t.hooks.Load() != nil { // the only observers of EventDone
+	if t.Metrics != nil || t.hooks.Load() != nil || replayed(resp) { // the observers of EventDone; the logs, of a replay
 		t.tell(req.Context(), &Event{Kind: EventDone, RetryEvent: RetryEvent{Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason}})
 	}
 	retried := p.MaxAttempts > 1

@@ -272,7 +272,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // HeaderReplayed marks a replayed response.
-const HeaderReplayed = "Idempotent-Replayed"
+const HeaderReplayed = wire.Replayed
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	if !slices.Contains(m.opts.Methods, r.Method) {

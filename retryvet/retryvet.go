@@ -144,8 +144,15 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 			c.pass.Reportf(call.Pos(), "%s retried by go-retryablehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do, or exclude it in CheckRetry", m)
 		}
+	case path == pathRetryablehttp && (fn.Name() == "Post" || fn.Name() == "PostForm") && isMethod(fn):
+		if !keyed && !c.checkRetrySet {
+			c.pass.Reportf(call.Pos(), "POST retried by go-retryablehttp's Client.%s, which cannot carry an Idempotency-Key: a retry after a lost response repeats its effect; "+
+				"fix: build the request with retryablehttp.NewRequest, set its Idempotency-Key once, and send it with Do", fn.Name())
+		}
 	case strings.Contains(path, "go-resty/resty") && (fn.Name() == "SetRetryAllowNonIdempotent" || fn.Name() == "SetAllowNonIdempotentRetry"):
-		if len(call.Args) == 1 && isTrue(c.pass.TypesInfo, call.Args[0]) && (c.retryCountSet || fn.Name() == "SetAllowNonIdempotentRetry") {
+		// A function that sets, reads or checks the key header is taken
+		// to send keyed requests only.
+		if len(call.Args) == 1 && isTrue(c.pass.TypesInfo, call.Args[0]) && (c.retryCountSet || fn.Name() == "SetAllowNonIdempotentRetry") && !keyed && !c.mentionsKey(body) {
 			c.pass.Reportf(call.Pos(), "resty retries POST and PATCH here, with no Idempotency-Key of its own: a retry after a lost response repeats its effect; "+
 				"fix: set an Idempotency-Key header on each such request (one per operation), or drop %s(true)", fn.Name())
 		}
@@ -350,6 +357,21 @@ func (c *checker) keySets(n ast.Node) []*ast.CallExpr {
 	return out
 }
 
+// mentionsKey reports whether body names the Idempotency-Key header in a
+// constant anywhere (to set it, read it or check it).
+func (c *checker) mentionsKey(body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		if e, ok := n.(ast.Expr); ok {
+			if s, ok := constString(c.pass.TypesInfo, e); ok && isKeyName(s) {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
 // usesContext reports whether a loop body refers to a context.Context.
 func (c *checker) usesContext(body *ast.BlockStmt) bool {
 	found := false
@@ -467,6 +489,8 @@ func unsafeMethod(m string) bool { return m == "POST" || m == "PATCH" }
 func isKeyName(s string) bool {
 	return strings.EqualFold(s, "Idempotency-Key") || strings.EqualFold(s, "X-Idempotency-Key")
 }
+
+func isMethod(fn *types.Func) bool { return fn.Type().(*types.Signature).Recv() != nil }
 
 func pkgPath(fn *types.Func) string {
 	if fn.Pkg() == nil {

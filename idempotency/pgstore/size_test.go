@@ -23,7 +23,8 @@ import (
 
 // Retention at size, a measurement run on demand
 // (RETRYHTTP_SWEEP_ROWS=10000000): a table of that many records, half of
-// them expired, each with a 1 KiB body and 6 header fields; new keys
+// them expired, each with a 1 KiB body and 6 header fields (the sweeper's
+// Batch and Pause from RETRYHTTP_SWEEP_BATCH and RETRYHTTP_SWEEP_PAUSE); new keys
 // claimed and completed through the middleware by 8 goroutines at rest,
 // then while a Sweeper reclaims the expired half. It logs the time to
 // reclaim and the requests' p50 and p99 in both phases.
@@ -107,7 +108,9 @@ FROM generate_series($1::int, $2::int) g`, from+1, min(from+chunk, n)); err != n
 	p50, p99, count := load(func() bool { return time.Now().After(restEnd) })
 	t.Logf("at rest: %d requests in 10 s, p50 %v, p99 %v", count, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
 
-	sw, err := pgstore.NewSweeper(pgstore.SweeperOptions{Store: s, Logger: quiet})
+	batch, _ := strconv.Atoi(os.Getenv("RETRYHTTP_SWEEP_BATCH"))
+	pause, _ := time.ParseDuration(os.Getenv("RETRYHTTP_SWEEP_PAUSE"))
+	sw, err := pgstore.NewSweeper(pgstore.SweeperOptions{Store: s, Batch: batch, Pause: pause, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +127,6 @@ FROM generate_series($1::int, $2::int) g`, from+1, min(from+chunk, n)); err != n
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("sweeping: %d expired rows deleted in %v (batches of %d, %v apart); meanwhile %d requests, p50 %v, p99 %v",
-		deleted, took.Round(time.Second), pgstore.DefaultSweepBatch, pgstore.DefaultSweepPause, count, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
+	t.Logf("sweeping: %d expired rows deleted in %v (batches of %d, %v apart; 0 is the default); meanwhile %d requests, p50 %v, p99 %v",
+		deleted, took.Round(time.Second), batch, pause, count, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
 }

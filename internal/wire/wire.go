@@ -13,6 +13,11 @@ const (
 	XIdempotencyKey = "X-Idempotency-Key"
 )
 
+// Replayed is the response header the middleware sets, to "true", on a
+// stored response it replays; the Transport counts the replays it
+// receives.
+const Replayed = "Idempotent-Replayed"
+
 // KeyHeaders are the key headers, the standard one first.
 var KeyHeaders = [...]string{IdempotencyKey, XIdempotencyKey}
 

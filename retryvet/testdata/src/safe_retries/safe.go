@@ -83,3 +83,14 @@ func counted(c *http.Client) {
 		time.Sleep(time.Second)
 	}
 }
+
+const headerKey = "Idempotency-Key"
+
+// resty's non-idempotent retries, allowed only when the request carries a
+// key the function checks for.
+func restyWhenKeyed(r *http.Request, retries int) {
+	if r.Header.Get(headerKey) == "" {
+		return
+	}
+	resty.New().SetRetryCount(retries).SetRetryAllowNonIdempotent(true)
+}

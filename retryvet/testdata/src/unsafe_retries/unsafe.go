@@ -87,3 +87,9 @@ func forever(c *http.Client) {
 		time.Sleep(time.Second)
 	}
 }
+
+func retryableClientPost(body []byte) {
+	c := retryablehttp.NewClient()
+	c.RetryMax = 4
+	c.Post("https://api.example.com/login", "application/json", bytes.NewReader(body)) // want `POST retried by go-retryablehttp's Client.Post`
+}

@@ -23,3 +23,5 @@ type Client struct {
 
 func NewClient() *Client                                 { return &Client{} }
 func (c *Client) Do(r *Request) (*http.Response, error) { return nil, nil }
+
+func (c *Client) Post(url, bodyType string, body any) (*http.Response, error) { return nil, nil }
