@@ -30,8 +30,12 @@ type SweeperOptions struct {
 
 // Defaults of SweeperOptions.
 const (
-	DefaultSweepBatch    = 5000
-	DefaultSweepPause    = 20 * time.Millisecond
+	// Measured on 10 M rows, half expired (TestSweepAtSize): batches of
+	// 5,000 rows 20 ms apart reclaimed 5 M rows in 2m14s but raised the
+	// claims' p99 from 26 ms to 105 ms; batches of 1,000 rows 30 ms apart
+	// took 4m27s (18,700 rows/s) with a p99 of 26 ms meanwhile.
+	DefaultSweepBatch    = 1000
+	DefaultSweepPause    = 30 * time.Millisecond
 	DefaultSweepInterval = time.Minute
 )
 

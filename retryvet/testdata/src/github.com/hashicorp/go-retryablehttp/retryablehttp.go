@@ -21,7 +21,7 @@ type Client struct {
 	CheckRetry CheckRetry
 }
 
-func NewClient() *Client                                 { return &Client{} }
+func NewClient() *Client                                { return &Client{} }
 func (c *Client) Do(r *Request) (*http.Response, error) { return nil, nil }
 
 func (c *Client) Post(url, bodyType string, body any) (*http.Response, error) { return nil, nil }

@@ -12,5 +12,5 @@ type LoadOptions struct{}
 func LoadDefaultConfig(ctx context.Context, opts ...func(*LoadOptions) error) (aws.Config, error) {
 	return aws.Config{}, nil
 }
-func WithHTTPClient(c any) func(*LoadOptions) error                 { return nil }
-func WithRetryer(f func() aws.Retryer) func(*LoadOptions) error    { return nil }
+func WithHTTPClient(c any) func(*LoadOptions) error             { return nil }
+func WithRetryer(f func() aws.Retryer) func(*LoadOptions) error { return nil }

@@ -6,4 +6,4 @@ import "net/http"
 type Request struct{}
 
 func NewRequest(r *http.Request, c *http.Client, policies ...any) *Request { return nil }
-func (r *Request) Do() (*http.Response, error)                          { return nil, nil }
+func (r *Request) Do() (*http.Response, error)                             { return nil, nil }

@@ -3,5 +3,5 @@ package option
 
 type RequestOption func()
 
-func WithHTTPClient(c any) RequestOption    { return nil }
-func WithMaxRetries(n int) RequestOption    { return nil }
+func WithHTTPClient(c any) RequestOption { return nil }
+func WithMaxRetries(n int) RequestOption { return nil }
