@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,5 +232,56 @@ func TestHiddenResendsStayCounted(t *testing.T) {
 	}
 	if len(srv.Requests()) != 3 || len(attempts) != 1 || attempts[0] != 2 {
 		t.Fatalf("server saw %d requests, give-up after attempts %v; want 3 and [2]: the resend is attempt 2", len(srv.Requests()), attempts)
+	}
+}
+
+// A hedge is an attempt of its own: two client spans under the request's,
+// the straggler's ended when it is cancelled.
+func TestHedgeSpans(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Second):
+			}
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	base := srv.Client().Transport.(*http.Transport).Clone()
+	defer base.CloseIdleConnections()
+	tr := &retryhttp.Transport{Base: base, Hedge: &retryhttp.Hedging{Delay: 20 * time.Millisecond}}
+	rtp, err := retryhttpotel.Instrument(tr, retryhttpotel.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: rtp}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		var parents, attempts int
+		for _, s := range sr.Ended() {
+			switch s.SpanKind() {
+			case trace.SpanKindInternal:
+				parents++
+			case trace.SpanKindClient:
+				attempts++
+			}
+		}
+		if parents == 1 && attempts == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d request spans and %d attempt spans, want 1 and 2 (the first copy and the hedge)", parents, attempts)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

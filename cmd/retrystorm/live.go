@@ -44,6 +44,12 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 			return result{}, err
 		}
 	}
+	var throttle *retryhttp.Throttle // shared by the clients, as one service's Transports would share it
+	if st.throttle {
+		if throttle, err = retryhttp.NewThrottle(retryhttp.ThrottleSettings{Window: throttleWindow}); err != nil {
+			return result{}, err
+		}
+	}
 	url := "http://" + ln.Addr().String() + "/"
 
 	res := result{strategy: st.name, giveUps: map[string]int{}, recovery: sc.recovery()}
@@ -53,7 +59,7 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 		defer wg.Done()
 		var giveUp retryhttp.Reason
 		tr := &retryhttp.Transport{
-			Base: base, Policy: st.policy, Budget: budget,
+			Base: base, Policy: st.policy, Budget: budget, Throttle: throttle,
 			Logger:  slog.New(slog.DiscardHandler), // the demo's output is its table
 			OnRetry: func(e retryhttp.RetryEvent) { giveUp = e.GiveUp },
 		}

@@ -60,7 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.BoolVar(&c.sim, "sim", false, "simulate in virtual time instead of running live on loopback (deterministic for a -seed; fast enough for 10,000 clients and 60 s outages)")
 	fs.BoolVar(&c.reproduce, "reproduce", false, "reproduce the published retry results (AWS backoff study, Brooker 2022, Google SRE book, HotOS 2021) in virtual time and print them side by side with ours; exits 1 if a row is outside its tolerance")
-	fs.StringVar(&c.scenario, "scenario", "outage", "outage: clients retry at once into a recovering server;\ncontention: optimistic-concurrency writes to one row (the AWS backoff study's model; -sim only);\noverload: open-loop load near capacity and a trigger (metastable failure)")
+	fs.StringVar(&c.scenario, "scenario", "outage", "outage: clients retry at once into a recovering server;\ncontention: optimistic-concurrency writes to one row (the AWS backoff study's model; -sim only);\noverload: open-loop load near capacity and a trigger (metastable failure);\nrejecting: sustained demand at 3x capacity, rejections costing 30% of a served request (client-side throttling)")
 	fs.IntVar(&f.clients, "clients", 0, "clients that start together (outage: 500, contention: 100)")
 	fs.DurationVar(&f.outage, "outage", 0, "how long the trigger lasts: the server down, or slowed with -slow (outage: 2s)")
 	fs.DurationVar(&f.outageAt, "outage-at", 0, "when the trigger starts (overload: 3s)")
@@ -107,8 +107,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.sc = contentionScenario(100)
 	case "overload":
 		c.sc = overloadScenario(1000, 2*time.Second)
+	case "rejecting":
+		c.sc = rejectingScenario(1000)
 	default:
-		return c, fmt.Errorf("unknown -scenario %q: want outage, contention or overload", c.scenario)
+		return c, fmt.Errorf("unknown -scenario %q: want outage, contention, overload or rejecting", c.scenario)
 	}
 	if err := f.apply(&c.sc, set, c.sim); err != nil {
 		return c, err

@@ -63,6 +63,20 @@ func outageScenario(clients int, outage time.Duration, capacity int) scenario {
 	}
 }
 
+// rejectingScenario: demand at three times capacity for 10 s, every
+// rejection costing 30% of a served request: the SRE book's case for
+// client-side throttling (ch. 21). A budget caps what retries add; only
+// the Throttle sheds the first attempts the server would reject anyway,
+// and leaves it the capacity to serve the rest.
+func rejectingScenario(capacity int) scenario {
+	return scenario{
+		name: "rejecting", rate: 3 * float64(capacity), duration: 10 * time.Second, capacity: capacity, rejectCost: 0.3,
+		outageAt: time.Hour, delay: time.Millisecond, deadline: 5 * time.Second,
+		attempts: 6, base: 50 * time.Millisecond, cap: time.Second, fixed: 250 * time.Millisecond,
+		budget: defaultBudget,
+	}
+}
+
 // overloadScenario: open-loop load at 90% of capacity, an outage, and the
 // question of Bronson et al. (HotOS 2021): does the system recover, or do
 // the retries it caused keep it down? Rejections cost 30% of a served
@@ -91,10 +105,15 @@ func contentionScenario(clients int) scenario {
 
 // strategy is one way of retrying.
 type strategy struct {
-	name   string
-	policy retryhttp.Policy
-	budget bool // retries draw from the scenario's budget
+	name     string
+	policy   retryhttp.Policy
+	budget   bool // retries draw from the scenario's budget
+	throttle bool // attempts pass a Throttle (K 2, a throttleWindow window), shared by the clients
 }
+
+// throttleWindow is the Throttle's window in the demo's scenarios, which
+// last seconds: the SRE book's two minutes scaled to them.
+const throttleWindow = 10 * time.Second
 
 // strategies are the contenders, from worst to best practice.
 func (s scenario) strategies() []strategy {
@@ -106,13 +125,14 @@ func (s scenario) strategies() []strategy {
 		return retryhttp.Policy{MaxAttempts: attempts, BaseDelay: base, MaxDelay: cap, Jitter: j, MaxElapsed: s.deadline + time.Hour}
 	}
 	return []strategy{
-		{"no backoff", p(time.Nanosecond, time.Nanosecond, retryhttp.NoJitter), false},
-		{"fixed delay", p(s.fixed, s.fixed, retryhttp.NoJitter), false},
-		{"exponential", p(s.base, s.cap, retryhttp.NoJitter), false},
-		{"full jitter", p(s.base, s.cap, retryhttp.FullJitter), false},
-		{"equal jitter", p(s.base, s.cap, retryhttp.EqualJitter), false},
-		{"decorrelated", p(s.base, s.cap, retryhttp.DecorrelatedJitter), false},
-		{"full jitter+budget", p(s.base, s.cap, retryhttp.FullJitter), true},
+		{"no backoff", p(time.Nanosecond, time.Nanosecond, retryhttp.NoJitter), false, false},
+		{"fixed delay", p(s.fixed, s.fixed, retryhttp.NoJitter), false, false},
+		{"exponential", p(s.base, s.cap, retryhttp.NoJitter), false, false},
+		{"full jitter", p(s.base, s.cap, retryhttp.FullJitter), false, false},
+		{"equal jitter", p(s.base, s.cap, retryhttp.EqualJitter), false, false},
+		{"decorrelated", p(s.base, s.cap, retryhttp.DecorrelatedJitter), false, false},
+		{"full jitter+budget", p(s.base, s.cap, retryhttp.FullJitter), true, false},
+		{"full jitter+budget+throttle", p(s.base, s.cap, retryhttp.FullJitter), true, true},
 	}
 }
 
@@ -125,6 +145,10 @@ func (s scenario) String() string {
 	case "contention":
 		return fmt.Sprintf("contention: %d clients race to write one versioned row, |N(%v, %v)| per hop, base %v, cap %v",
 			s.clients, s.delay, s.spread, s.base, s.cap)
+	}
+	if s.rate > 0 && s.outage == 0 {
+		return fmt.Sprintf("%s: %.0f req/s open loop for %v against capacity %d/s (%s), rejections costing %.0f%% of a served request; %d attempts, deadline %v",
+			s.name, s.rate, s.duration, s.capacity, server, 100*s.rejectCost, s.attempts, s.deadline)
 	}
 	if s.rate > 0 {
 		return fmt.Sprintf("%s: %.0f req/s open loop for %v against capacity %d/s (%s), trigger %v at %v (capacity x%.2f); %d attempts, deadline %v",

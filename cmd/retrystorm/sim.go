@@ -8,6 +8,7 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/backoff"
 	"github.com/retryhttp/retryhttp/internal/budget"
+	"github.com/retryhttp/retryhttp/internal/throttle"
 )
 
 // simulate runs a strategy through a scenario in virtual time. The waits
@@ -28,15 +29,16 @@ func simulate(sc scenario, st strategy, seed uint64) result {
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type sim struct {
-	sc     scenario
-	st     strategy
-	rng    *rand.Rand
-	q      eventQueue
-	res    result
-	cl     []simClient
-	shared *budget.Budget
-	reject *capacityServer
-	fifo   *queueServer
+	sc       scenario
+	st       strategy
+	rng      *rand.Rand
+	q        eventQueue
+	res      result
+	cl       []simClient
+	shared   *budget.Budget
+	throttle *throttle.Host // the strategy's Throttle, shared by the clients
+	reject   *capacityServer
+	fifo     *queueServer
 }
 
 type simClient struct {
@@ -53,6 +55,9 @@ func newSim(sc scenario, st strategy, seed uint64) *sim {
 	s.res = result{strategy: st.name, giveUps: map[string]int{}, recovery: sc.recovery()}
 	if st.budget && !sc.budgetEach {
 		s.shared = budget.New(sc.budget.ratio, sc.budget.floor, sc.budget.window)
+	}
+	if st.throttle {
+		s.throttle = throttle.New(throttleWindow)
 	}
 	if sc.queue {
 		s.fifo = &queueServer{capacity: float64(sc.capacity), down: sc.outageAt, up: sc.recovery(), slow: sc.slow}
@@ -133,6 +138,9 @@ func (s *sim) run() result {
 				continue // late: the client stopped waiting for it
 			}
 			c.waiting = false
+			if s.throttle != nil {
+				s.throttle.Count(e.ok, simEpoch.Add(e.at))
+			}
 			if e.ok {
 				c.done = true
 				s.res.succeeded++
@@ -145,6 +153,9 @@ func (s *sim) run() result {
 				continue
 			}
 			c.waiting = false
+			if s.throttle != nil {
+				s.throttle.Count(false, simEpoch.Add(e.at))
+			}
 			s.failed(c, e.client, e.at)
 		}
 	}
@@ -157,8 +168,18 @@ func (s *sim) run() result {
 	return s.res
 }
 
-// send starts the client's next attempt.
+// simEpoch is virtual time's zero, as the Throttle reads it.
+var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// send starts the client's next attempt, unless the Throttle rejects it:
+// then the client gives up, as the Transport does.
 func (s *sim) send(c *simClient, id int, at time.Duration) {
+	if s.throttle != nil && !s.throttle.Allow(retryhttp.DefaultThrottleK, simEpoch.Add(at), s.rng.Float64()) {
+		c.done = true
+		s.res.giveUps[retryhttp.ReasonThrottled.String()]++
+		s.res.finished = max(s.res.finished, at)
+		return
+	}
 	c.attempts++
 	c.waiting = true
 	s.q.push(event{at: at + s.netDelay(), client: id, kind: evArrive, attempt: c.attempts})

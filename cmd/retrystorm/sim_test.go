@@ -281,3 +281,29 @@ func TestHedgeLiveRuns(t *testing.T) {
 		}
 	}
 }
+
+// At sustained demand three times capacity, the budget caps what retries
+// add, but only the Throttle sheds the first attempts the server would
+// reject: it sends fewer calls and, since rejections cost the server
+// capacity, gets more requests served.
+func TestThrottleShedsRejectedLoad(t *testing.T) {
+	sc := rejectingScenario(1000)
+	var budgeted, throttled result
+	for _, st := range sc.strategies() {
+		switch st.name {
+		case "full jitter+budget":
+			budgeted = simulate(sc, st, 1)
+		case "full jitter+budget+throttle":
+			throttled = simulate(sc, st, 1)
+		}
+	}
+	if throttled.calls*2 > budgeted.calls {
+		t.Errorf("with the throttle %d calls, with the budget alone %d: want at most half", throttled.calls, budgeted.calls)
+	}
+	if throttled.successRate() < 5*budgeted.successRate() {
+		t.Errorf("success %.1f%% with the throttle, %.1f%% without: want five times more", 100*throttled.successRate(), 100*budgeted.successRate())
+	}
+	if throttled.giveUps["throttled"] == 0 {
+		t.Error("no request was throttled")
+	}
+}
