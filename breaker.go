@@ -294,25 +294,16 @@ func (b *Breaker) eachState(f func(host string, s CircuitState)) {
 	})
 }
 
-// circuitCache is a Transport's memory of the circuit of the last host it
-// called: most clients call one host, and finding it again costs a string
-// comparison instead of parsing the URL's host and hashing it.
-type circuitCache struct {
-	b            *Breaker
-	scheme, host string // as in the URL
-	hc           *hostCircuit
-}
-
 // lookup returns u's circuit, through the Transport's cache.
-func (b *Breaker) lookup(u *url.URL, cache *atomic.Pointer[circuitCache]) *hostCircuit {
-	if c := cache.Load(); c != nil && c.b == b && c.host == u.Host && c.scheme == u.Scheme && !c.hc.evicted.Load() {
-		if !c.hc.used.Load() {
-			c.hc.used.Store(true)
+func (b *Breaker) lookup(u *url.URL, cache *atomic.Pointer[lastHost[*Breaker, *hostCircuit]]) *hostCircuit {
+	if hc, ok := cached(cache, b, u); ok && !hc.evicted.Load() {
+		if !hc.used.Load() {
+			hc.used.Store(true)
 		}
-		return c.hc
+		return hc
 	}
 	hc := b.circuitFor(hostOf(u))
-	cache.Store(&circuitCache{b: b, scheme: u.Scheme, host: u.Host, hc: hc})
+	remember(cache, b, u, hc)
 	return hc
 }
 

@@ -120,21 +120,13 @@ type hostThrottle struct {
 	evicted atomic.Bool // forgotten by the Throttle: a cached pointer to it is stale
 }
 
-// throttleCache is a Transport's memory of the throttle counts of the last
-// host it called, as circuitCache is for the Breaker.
-type throttleCache struct {
-	t            *Throttle
-	scheme, host string // as in the URL
-	h            *hostThrottle
-}
-
 // lookup returns u's counts, through the Transport's cache.
-func (t *Throttle) lookup(u *url.URL, cache *atomic.Pointer[throttleCache]) *hostThrottle {
-	if c := cache.Load(); c != nil && c.t == t && c.host == u.Host && c.scheme == u.Scheme && !c.h.evicted.Load() {
-		return c.h
+func (t *Throttle) lookup(u *url.URL, cache *atomic.Pointer[lastHost[*Throttle, *hostThrottle]]) *hostThrottle {
+	if h, ok := cached(cache, t, u); ok && !h.evicted.Load() {
+		return h
 	}
 	h := t.host(u)
-	cache.Store(&throttleCache{t: t, scheme: u.Scheme, host: u.Host, h: h})
+	remember(cache, t, u, h)
 	return h
 }
 

@@ -160,11 +160,11 @@ type Transport struct {
 	// AddHook.
 	OnRetry func(RetryEvent)
 
-	ownBudget    Budget                         // the default budget, when Budget is nil
-	seen         recentKeys                     // keys sent recently, to recognise an upper layer's retry
-	resolved     atomic.Pointer[resolvedPolicy] // Policy with its defaults, resolved once
-	lastCircuit  atomic.Pointer[circuitCache]   // the Breaker circuit of the last host called
-	lastThrottle atomic.Pointer[throttleCache]  // the Throttle counts of the last host called
+	ownBudget    Budget                                             // the default budget, when Budget is nil
+	seen         recentKeys                                         // keys sent recently, to recognise an upper layer's retry
+	resolved     atomic.Pointer[resolvedPolicy]                     // Policy with its defaults, resolved once
+	lastCircuit  atomic.Pointer[lastHost[*Breaker, *hostCircuit]]   // the Breaker circuit of the last host called
+	lastThrottle atomic.Pointer[lastHost[*Throttle, *hostThrottle]] // the Throttle counts of the last host called
 	trackOnce    sync.Once
 	stackWarned  atomic.Uint32 // a bit per stackedSignal warned about
 	hookState
