@@ -16,17 +16,23 @@ import (
 // minutes of virtual time, through the Throttle's rule (K 2, a two-minute
 // window). It returns what the client sent per accepted request over the
 // last five minutes; the book says requests settle near K times accepts.
-func sreThrottle(seed uint64) (sentPerAccept float64) {
+// It also returns the same ratio for each 30 s of the run, for the chart.
+func sreThrottle(seed uint64) (sentPerAccept float64, over30s []float64) {
 	rng := rand.New(rand.NewPCG(seed, 21))
 	h := throttle.New(retryhttp.DefaultThrottleWindow)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const rate, capacity = 1000, 100
 	var sent, accepted float64
+	var binSent, binAccepted float64
 	inSecond := 0
 	for i := range 10 * 60 * rate {
 		now := start.Add(time.Duration(i) * time.Second / rate)
 		if i%rate == 0 {
 			inSecond = 0
+		}
+		if i > 0 && i%(30*rate) == 0 {
+			over30s = append(over30s, binSent/binAccepted)
+			binSent, binAccepted = 0, 0
 		}
 		if !h.Allow(retryhttp.DefaultThrottleK, now, rng.Float64()) {
 			continue
@@ -36,6 +42,10 @@ func sreThrottle(seed uint64) (sentPerAccept float64) {
 			inSecond++
 		}
 		h.Count(ok, now)
+		binSent++
+		if ok {
+			binAccepted++
+		}
 		if i >= 5*60*rate {
 			sent++
 			if ok {
@@ -43,7 +53,7 @@ func sreThrottle(seed uint64) (sentPerAccept float64) {
 			}
 		}
 	}
-	return sent / accepted
+	return sent / accepted, over30s
 }
 
 // tailLatency is the latency model of the hedging row: most requests take
@@ -66,9 +76,16 @@ func tailLatency(rng *rand.Rand) time.Duration {
 // whose answer is the earlier of the two, as Hedging does), and the share
 // of requests the hedges add.
 func tailAtScale(seed uint64) (without, with time.Duration, extra float64) {
+	plain, hedged, extra := tailReads(seed)
+	return quantile(plain, 0.999), quantile(hedged, 0.999), extra
+}
+
+// tailReads is tailAtScale's reads, sorted: each read's latency without
+// hedging and with, and the share of requests the hedges add.
+func tailReads(seed uint64) (plain, hedged []time.Duration, extra float64) {
 	rng := rand.New(rand.NewPCG(seed, 2013))
 	const reads, keys, delay = 10_000, 1_000, 10 * time.Millisecond
-	plain, hedged := make([]time.Duration, reads), make([]time.Duration, reads)
+	plain, hedged = make([]time.Duration, reads), make([]time.Duration, reads)
 	hedges := 0
 	for r := range reads {
 		var slowest, slowestHedged time.Duration
@@ -83,9 +100,12 @@ func tailAtScale(seed uint64) (without, with time.Duration, extra float64) {
 		}
 		plain[r], hedged[r] = slowest, slowestHedged
 	}
-	return quantile(plain, 0.999), quantile(hedged, 0.999), float64(hedges) / (reads * keys)
+	slices.Sort(plain)
+	slices.Sort(hedged)
+	return plain, hedged, float64(hedges) / (reads * keys)
 }
 
+// quantile is the q quantile of ds, which it sorts.
 func quantile(ds []time.Duration, q float64) time.Duration {
 	slices.Sort(ds)
 	return ds[min(len(ds)-1, int(math.Ceil(q*float64(len(ds))))-1)]

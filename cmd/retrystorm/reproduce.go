@@ -202,6 +202,9 @@ type reproduction struct {
 	brookerAt map[string][]float64 // ours, by limit, at brookerP
 	growth    []float64            // SRE ch. 22: retries per second, by second
 	hotos     []result
+	throttle  []float64       // SRE ch. 21: sent per accepted, per 30 s
+	tailPlain []time.Duration // The Tail at Scale: reads' latencies, sorted, without hedging
+	tailHedge []time.Duration // and with
 }
 
 func reproduceRows(seed uint64) reproduction {
@@ -241,9 +244,13 @@ func reproduceRows(seed uint64) reproduction {
 			ours: sre(3, limitNone, budgetConfig{}), unit: "x", tol: tolerance{lo: 2.7, hi: 3}},
 		row{source: srcSRE21, figure: "with a 10% per-client budget: load", published: 1.1, said: "just 1.1x",
 			ours: sre(3, limitBudget, budgetConfig{ratio: 0.1, window: 10 * time.Second}), unit: "x", tol: tolerance{rel: 0.02}})
+	ratio, over30s := sreThrottle(seed)
+	rep.throttle = over30s
 	rep.rows = append(rep.rows, row{source: srcSRE21, figure: "1,000/s offered to a backend taking 100/s, throttled (K = 2): sent per accepted",
-		published: 2, said: "requests ≈ K × accepts", ours: sreThrottle(seed), unit: "x", tol: tolerance{rel: 0.05}})
-	without, with, extra := tailAtScale(seed)
+		published: 2, said: "requests ≈ K × accepts", ours: ratio, unit: "x", tol: tolerance{rel: 0.05}})
+	plain, hedged, extra := tailReads(seed)
+	rep.tailPlain, rep.tailHedge = plain, hedged
+	without, with := quantile(plain, 0.999), quantile(hedged, 0.999)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	rep.rows = append(rep.rows,
 		row{source: srcTail, figure: "1,000 keys over 100 servers: p99.9 of a read, no hedging", published: 1800,

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -24,6 +26,8 @@ func writeReproductionCharts(dir string, rep reproduction) ([]string, error) {
 		{"reproduce-brooker-amplification", func() (*plot.Plot, error) { return brookerChart(rep) }},
 		{"reproduce-sre-retry-growth", func() (*plot.Plot, error) { return sreChart(rep) }},
 		{"reproduce-hotos-metastable", func() (*plot.Plot, error) { return hotosChart(rep) }},
+		{"reproduce-sre-throttling", func() (*plot.Plot, error) { return throttleChart(rep) }},
+		{"reproduce-tail-at-scale", func() (*plot.Plot, error) { return tailChart(rep) }},
 	} {
 		p, err := c.draw()
 		if err != nil {
@@ -155,5 +159,43 @@ func hotosChart(rep reproduction) (*plot.Plot, error) {
 		p.Legend.Add(ref.name, l)
 	}
 	p.Y.Min, p.Y.Max = 0, 750
+	return p, nil
+}
+
+func throttleChart(rep reproduction) (*plot.Plot, error) {
+	p := newPlot("SRE book ch. 21: 1,000/s offered to a backend taking 100/s, client-side throttling (K = 2)", "seconds", "requests sent per accepted, per 30 s")
+	ours := make(plotter.XYs, len(rep.throttle))
+	theirs := make(plotter.XYs, len(rep.throttle))
+	for i, v := range rep.throttle {
+		ours[i] = plotter.XY{X: float64(30 * (i + 1)), Y: v}
+		theirs[i] = plotter.XY{X: float64(30 * (i + 1)), Y: 2}
+	}
+	if err := oursAndTheirs(p, 0, "sent per accepted", ours, theirs); err != nil {
+		return nil, err
+	}
+	p.Y.Min, p.Y.Max = 0, 3
+	return p, nil
+}
+
+func tailChart(rep reproduction) (*plot.Plot, error) {
+	p := newPlot("The Tail at Scale: reading 1,000 keys over 100 servers, with and without a 10 ms hedge", "percentile of reads", "read latency (ms)")
+	qs := []float64{50, 90, 99, 99.9}
+	at := func(ds []time.Duration) plotter.XYs {
+		xy := make(plotter.XYs, len(qs))
+		for i, q := range qs {
+			d := ds[min(len(ds)-1, int(math.Ceil(q/100*float64(len(ds))))-1)]
+			xy[i] = plotter.XY{X: float64(i), Y: float64(d) / float64(time.Millisecond)}
+		}
+		return xy
+	}
+	p.NominalX("p50", "p90", "p99", "p99.9")
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	if err := oursAndTheirs(p, 0, "no hedging", at(rep.tailPlain), plotter.XYs{{X: 3, Y: 1800}}); err != nil {
+		return nil, err
+	}
+	if err := oursAndTheirs(p, 1, "hedged after 10 ms", at(rep.tailHedge), plotter.XYs{{X: 3, Y: 74}}); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
