@@ -67,17 +67,26 @@ type ThrottleSettings struct {
 	K float64
 	// Window is how long an attempt counts. 0 means DefaultThrottleWindow.
 	Window time.Duration
+	// MinRequests is how many attempts the window must hold before
+	// anything is rejected locally, so that a client's first failures do
+	// not throttle its first retries: with one failed attempt and none
+	// accepted, the formula alone rejects the retry half the time. 0 means
+	// DefaultThrottleMinRequests; it counts first attempts and retries.
+	MinRequests int
 	// MaxHosts bounds the hosts tracked; past it, a host that rejected
 	// nothing in its window is forgotten first. 0 means
 	// DefaultThrottleMaxHosts.
 	MaxHosts int
 }
 
-// Defaults of ThrottleSettings, the SRE book's.
+// Defaults of ThrottleSettings: K and the window are the SRE book's.
 const (
 	DefaultThrottleK        = 2
 	DefaultThrottleWindow   = 2 * time.Minute
 	DefaultThrottleMaxHosts = 1024
+	// DefaultThrottleMinRequests: at 20 attempts in the window, one
+	// accepted in ten already leaves most of a retry storm rejected.
+	DefaultThrottleMinRequests = 20
 )
 
 // NewThrottle returns a Throttle with the given settings, rejecting a K
@@ -92,6 +101,8 @@ func NewThrottle(s ThrottleSettings) (*Throttle, error) {
 		return nil, fmt.Errorf("retryhttp: NewThrottle: Window %v is shorter than %v", s.Window, window.Buckets*time.Millisecond)
 	case s.MaxHosts < 0:
 		return nil, fmt.Errorf("retryhttp: NewThrottle: MaxHosts %d is negative", s.MaxHosts)
+	case s.MinRequests < 0:
+		return nil, fmt.Errorf("retryhttp: NewThrottle: MinRequests %d is negative", s.MinRequests)
 	}
 	t := &Throttle{settings: s}
 	t.init()
@@ -109,6 +120,9 @@ func (t *Throttle) init() {
 		}
 		if s.MaxHosts == 0 {
 			s.MaxHosts = DefaultThrottleMaxHosts
+		}
+		if s.MinRequests == 0 {
+			s.MinRequests = DefaultThrottleMinRequests
 		}
 	})
 }
@@ -160,7 +174,7 @@ func (t *Throttle) host(u *url.URL) *hostThrottle {
 	if t.n >= t.settings.MaxHosts {
 		t.evict()
 	}
-	h := &hostThrottle{name: id.String(), h: throttle.New(t.settings.Window)}
+	h := &hostThrottle{name: id.String(), h: throttle.New(t.settings.Window, t.settings.MinRequests)}
 	t.hosts.Store(id, h)
 	t.n++
 	return h

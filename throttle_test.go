@@ -135,7 +135,7 @@ func TestThrottleWhatCounts(t *testing.T) {
 	limited := &http.Response{StatusCode: 403, Header: http.Header{"Retry-After": {"5"}}}
 	assert.False(t, tr.accepted(limited, now), "a 403 asking to wait is throttling")
 
-	h := &hostThrottle{name: "x", h: throttle.New(time.Minute)}
+	h := &hostThrottle{name: "x", h: throttle.New(time.Minute, 1)}
 	req := newReq(t, "GET", "", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -148,7 +148,7 @@ func TestThrottleWhatCounts(t *testing.T) {
 }
 
 func TestThrottleSettingsValidated(t *testing.T) {
-	for _, s := range []ThrottleSettings{{K: 0.5}, {K: -1}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -1}, {Window: time.Millisecond}, {MaxHosts: -1}} {
+	for _, s := range []ThrottleSettings{{K: 0.5}, {K: -1}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -1}, {Window: time.Millisecond}, {MaxHosts: -1}, {MinRequests: -1}} {
 		_, err := NewThrottle(s)
 		assert.Error(t, err, "%+v", s)
 	}
@@ -181,4 +181,21 @@ func getReq(t *testing.T, url string) *http.Request {
 	req, err := http.NewRequest("GET", url, nil)
 	require.NoError(t, err)
 	return req
+}
+
+// A client's first failure does not throttle its retry: nothing is
+// rejected until the window holds MinRequests attempts.
+func TestThrottleSparesTheFirstRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := &overloaded{every: math.MaxInt64}
+		tr := &Transport{Base: down, Throttle: &Throttle{}, Policy: Policy{MaxAttempts: 4, BaseDelay: time.Millisecond}, Budget: NoBudget,
+			Logger: slog.New(slog.DiscardHandler)}
+		for range 5 { // 20 attempts, every one sent
+			resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Equal(t, int64(DefaultThrottleMinRequests), down.sent.Load())
+		assert.Greater(t, tr.Throttle.RejectProbability("http://api.test"), 0.9, "and past them, the formula")
+	})
 }

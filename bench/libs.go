@@ -79,7 +79,8 @@ func Libs() []Lib {
 			// failure-ratio breaker, the throttle, and the metrics. OneRetry
 			// fails half of all attempts (each request's first): a ratio of
 			// 0.6 and K 3 keep that workload from opening the circuit or
-			// being throttled, which at 0.5 and K 2 they rightly would.
+			// being throttled, which at 0.5 and K 2 they rightly would at
+			// times.
 			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
 				Breaker:  must(retryhttp.NewBreaker(retryhttp.BreakerSettings{FailureRatio: 0.6})),
 				Throttle: must(retryhttp.NewThrottle(retryhttp.ThrottleSettings{K: 3})),

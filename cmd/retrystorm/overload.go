@@ -19,7 +19,7 @@ import (
 // It also returns the same ratio for each 30 s of the run, for the chart.
 func sreThrottle(seed uint64) (sentPerAccept float64, over30s []float64) {
 	rng := rand.New(rand.NewPCG(seed, 21))
-	h := throttle.New(retryhttp.DefaultThrottleWindow)
+	h := throttle.New(retryhttp.DefaultThrottleWindow, retryhttp.DefaultThrottleMinRequests)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const rate, capacity = 1000, 100
 	var sent, accepted float64

@@ -57,7 +57,7 @@ func newSim(sc scenario, st strategy, seed uint64) *sim {
 		s.shared = budget.New(sc.budget.ratio, sc.budget.floor, sc.budget.window)
 	}
 	if st.throttle {
-		s.throttle = throttle.New(throttleWindow)
+		s.throttle = throttle.New(throttleWindow, retryhttp.DefaultThrottleMinRequests)
 	}
 	if sc.queue {
 		s.fifo = &queueServer{capacity: float64(sc.capacity), down: sc.outageAt, up: sc.recovery(), slow: sc.slow}

@@ -14,14 +14,23 @@ import (
 
 // Host is one host's counts: events are the attempts asked for, hits those
 // not accepted, local rejections included. It is safe for concurrent use.
-type Host struct{ w *window.Window }
+type Host struct {
+	w   *window.Window
+	min uint64
+}
 
-// New returns a host's counts over d.
-func New(d time.Duration) *Host { return &Host{w: window.New(d)} }
+// New returns a host's counts over d, rejecting nothing while they hold
+// fewer than minRequests requests.
+func New(d time.Duration, minRequests int) *Host {
+	return &Host{w: window.New(d), min: uint64(max(0, minRequests))}
+}
 
 // Probability is the rejection probability at now.
 func (h *Host) Probability(k float64, now time.Time) float64 {
 	rejected, requests := h.w.Sums(now)
+	if requests < h.min {
+		return 0
+	}
 	accepts := float64(requests - rejected)
 	return max(0, (float64(requests)-k*accepts)/(float64(requests)+1))
 }
