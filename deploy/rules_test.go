@@ -199,6 +199,15 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	defer flaky.Close()
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) }))
 	defer down.Close()
+	// A host that rejects nearly everything with 429, which the breaker
+	// leaves to the throttle.
+	var limitedN int
+	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if limitedN++; limitedN%10 != 0 {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer limited.Close()
 	breaker, _ := retryhttp.NewBreaker(retryhttp.BreakerSettings{Failures: 3, OpenFor: time.Hour})
 	budget, _ := retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: 0.05, MinPerSecond: 1})
 	tr := &retryhttp.Transport{Metrics: metrics, Logger: quiet, Breaker: breaker, Budget: budget, Throttle: &retryhttp.Throttle{},
@@ -234,6 +243,7 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 			}
 			get(flaky.URL + "/items")
 			get(down.URL + "/items")
+			get(limited.URL + "/items")
 			key := fmt.Sprintf("order-%d-%d", round, i)
 			for _, body := range []string{`{"amount":1}`, `{"amount":1}`, `{"amount":2}`} { // new, replayed, mismatch
 				req, _ := http.NewRequest("POST", api.URL+"/charges", strings.NewReader(body))
