@@ -9,6 +9,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/retryhttp/retryhttp"
@@ -16,6 +17,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stripe/stripe-go/v82"
 	"log/slog"
@@ -207,6 +209,23 @@ func exactlyonce2_0() {
 	_ = err
 	_ = out
 	_ = replayed
+}
+
+// exactly-once.md, block 3
+func exactlyonce3_0() {
+	var js jetstream.JetStream
+	var cons jetstream.Consumer
+	var runner *idempotency.Runner
+	var ship func(context.Context, jetstream.Msg) ([]byte, error)
+	handler, err := natsjs.Handler(natsjs.Options{Runner: runner}, ship) // ship's ctx derives keys from the message's
+	cc, err := cons.Consume(handler)
+	_ = js
+	_ = cons
+	_ = runner
+	_ = ship
+	_ = handler
+	_ = err
+	_ = cc
 }
 
 // server.md, block 1

@@ -42,6 +42,8 @@ var imports = map[string]string{
 	"redisstore":    "github.com/retryhttp/retryhttp/idempotency/redisstore",
 	"pgstore":       "github.com/retryhttp/retryhttp/idempotency/pgstore",
 	"outbox":        "github.com/retryhttp/retryhttp/outbox",
+	"natsjs":        "github.com/retryhttp/retryhttp/queue/natsjs",
+	"jetstream":     "github.com/nats-io/nats.go/jetstream",
 }
 
 // Every Go code block of the docs is in blocks.go, so that building this
