@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,13 +187,12 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 
 	// A dependency that fails one request in three, and one host that is
 	// down: retries, give-ups, an open circuit, throttling, hedges.
-	var served int
+	var served atomic.Int64
 	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served++
-		switch {
-		case served%3 == 0:
+		switch n := served.Add(1); {
+		case n%3 == 0:
 			w.WriteHeader(http.StatusServiceUnavailable)
-		case served%7 == 0:
+		case n%7 == 0:
 			time.Sleep(30 * time.Millisecond) // a straggler, for the hedges
 		}
 	}))
@@ -201,9 +201,9 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	defer down.Close()
 	// A host that rejects nearly everything with 429, which the breaker
 	// leaves to the throttle.
-	var limitedN int
+	var limitedN atomic.Int64
 	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if limitedN++; limitedN%10 != 0 {
+		if limitedN.Add(1)%10 != 0 {
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
 	}))
@@ -301,10 +301,9 @@ func relay(t *testing.T, reg *prometheus.Registry) func() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int
+	var n atomic.Int64
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n++
-		if n%4 == 0 {
+		if n.Add(1)%4 == 0 {
 			w.WriteHeader(http.StatusUnprocessableEntity)
 		}
 	}))
