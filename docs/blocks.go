@@ -7,19 +7,21 @@ package docs
 import (
 	"context"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
-	"github.com/hashicorp/go-retryablehttp"
+	retryablehttp "github.com/hashicorp/go-retryablehttp"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
+	amqp "github.com/rabbitmq/amqp091-go"
+	redis "github.com/redis/go-redis/v9"
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
+	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/retryhttptest"
-	"github.com/stripe/stripe-go/v82"
+	stripe "github.com/stripe/stripe-go/v82"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -226,6 +228,24 @@ func exactlyonce3_0() {
 	_ = handler
 	_ = err
 	_ = cc
+}
+
+// exactly-once.md, block 4
+func exactlyonce4_0() {
+	var deliveries <-chan amqp.Delivery
+	var runner *idempotency.Runner
+	var ship func(context.Context, amqp.Delivery) ([]byte, error)
+	var ctx context.Context
+	handle, err := rabbitmq.Handler(rabbitmq.Options{Runner: runner}, ship)
+	for d := range deliveries { // from ch.Consume(queue, "", false, ...): no auto-ack
+		go handle(ctx, d) // as many at once as the channel's prefetch
+	}
+	_ = deliveries
+	_ = runner
+	_ = ship
+	_ = ctx
+	_ = handle
+	_ = err
 }
 
 // server.md, block 1

@@ -9,6 +9,7 @@ replace (
 	github.com/retryhttp/retryhttp/outbox => ../outbox
 	github.com/retryhttp/retryhttp/pgschema => ../pgschema
 	github.com/retryhttp/retryhttp/queue/natsjs => ../queue/natsjs
+	github.com/retryhttp/retryhttp/queue/rabbitmq => ../queue/rabbitmq
 )
 
 require (
@@ -17,12 +18,14 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/nats-io/nats.go v1.52.0
 	github.com/prometheus/client_golang v1.24.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/idempotency/redisstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/natsjs v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
 	github.com/stripe/stripe-go/v82 v82.5.1
 )
 

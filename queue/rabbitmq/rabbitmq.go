@@ -1,0 +1,166 @@
+// Package rabbitmq runs RabbitMQ deliveries exactly once per business key:
+// it wraps a handler so that each delivery runs through an
+// idempotency.Runner under the message's key. A duplicate (a redelivery
+// after a consumer died before its ack, a second publish of the same
+// event) gets the stored result and is acknowledged without running the
+// handler; a failure releases the key, waits a delay from a
+// retryhttp.Policy, and is negatively acknowledged with requeue, so that
+// the broker delivers it again.
+//
+// RabbitMQ does not deduplicate: a publisher that republishes after a lost
+// confirm, or a consumer killed between its effect and its ack, delivers a
+// message twice; the Runner's store, shared by the consumers, makes the
+// second a replay for as long as its Retention.
+//
+// The handler's context carries the key as the operation (through the
+// Runner), so HTTP calls it makes through a retryhttp.Transport with
+// InjectIdempotencyKey send the same derived keys on every delivery.
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
+)
+
+// Options configure Handler.
+type Options struct {
+	// Runner runs each delivery once per key. Required; its Store is
+	// where the keys are kept (a shared store, for consumers in many
+	// processes), and its Retention must exceed the longest redelivery
+	// delay.
+	Runner *idempotency.Runner
+	// Key returns a delivery's business key. nil means its MessageId, and
+	// a delivery without one is rejected without requeue (dead-lettered,
+	// if the queue has a dead-letter exchange), an error logged: it
+	// cannot be deduplicated.
+	Key func(amqp.Delivery) (string, error)
+	// Policy gives the wait before a failed delivery is requeued: Backoff
+	// of its delivery count (x-delivery-count on quorum queues; otherwise
+	// 1, or 2 once redelivered). Its zero fields mean 1 s and 1 min,
+	// FullJitter. MaxAttempts, if set and the count is known, rejects a
+	// delivery without requeue after that many.
+	Policy retryhttp.Policy
+	// Logger gets failures and rejections; nil means slog.Default().
+	Logger *slog.Logger
+	// Hooks are told each delivery's outcome (see Hook).
+	Hooks []Hook
+}
+
+// Handler returns the function to call with each delivery of a channel
+// consumed without auto-ack. It runs h once per key, acknowledging what
+// ran or was a duplicate; it waits and requeues what failed, so call it
+// from as many goroutines as the channel's prefetch allows.
+func Handler(o Options, h func(ctx context.Context, d amqp.Delivery) ([]byte, error)) (func(ctx context.Context, d amqp.Delivery), error) {
+	switch {
+	case o.Runner == nil:
+		return nil, errors.New("rabbitmq: nil Runner")
+	case h == nil:
+		return nil, errors.New("rabbitmq: nil handler")
+	}
+	if err := o.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("rabbitmq: %w", err)
+	}
+	if o.Policy.BaseDelay == 0 {
+		o.Policy.BaseDelay = time.Second
+	}
+	if o.Policy.MaxDelay == 0 {
+		o.Policy.MaxDelay = time.Minute
+	}
+	if o.Key == nil {
+		o.Key = messageID
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	c := &consumer{o: o, h: h}
+	return c.handle, nil
+}
+
+type consumer struct {
+	o Options
+	h func(ctx context.Context, d amqp.Delivery) ([]byte, error)
+}
+
+func messageID(d amqp.Delivery) (string, error) {
+	if d.MessageId != "" {
+		return d.MessageId, nil
+	}
+	return "", errors.New("the delivery has no message-id")
+}
+
+// deliveries is a delivery's count, 1 for the first, and whether the
+// broker said it exactly.
+func deliveries(d amqp.Delivery) (n int64, exact bool) {
+	switch v := d.Headers["x-delivery-count"].(type) {
+	case int64:
+		return v + 1, true
+	case int32:
+		return int64(v) + 1, true
+	case int:
+		return int64(v) + 1, true
+	}
+	if d.Redelivered {
+		return 2, false
+	}
+	return 1, false
+}
+
+func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
+	n, exact := deliveries(d)
+	e := Event{RoutingKey: d.RoutingKey, Deliveries: n, Redelivered: d.Redelivered}
+	key, err := c.o.Key(d)
+	if err != nil {
+		e.Kind, e.Err = EventRejected, err
+		c.o.Logger.LogAttrs(ctx, slog.LevelError, "rabbitmq: delivery rejected: no key", slog.String("routing_key", d.RoutingKey), slog.String("error", err.Error()))
+		c.tell(ctx, e, d.Reject(false))
+		return
+	}
+	e.Key = key
+	_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) { return c.h(ctx, d) })
+	switch {
+	case err == nil:
+		e.Kind = EventProcessed
+		if replayed {
+			e.Kind = EventDuplicate
+		}
+		c.tell(ctx, e, d.Ack(false))
+	case exact && c.o.Policy.MaxAttempts > 0 && n >= int64(c.o.Policy.MaxAttempts):
+		e.Kind, e.Err = EventRejected, err
+		c.o.Logger.LogAttrs(ctx, slog.LevelError, "rabbitmq: delivery rejected after its last attempt", slog.String("key", key),
+			slog.Int64("deliveries", n), slog.String("error", err.Error()))
+		c.tell(ctx, e, d.Reject(false))
+	default:
+		e.Kind, e.Err = EventFailed, err
+		wait := c.o.Policy.Backoff(int(min(n, 1<<20))-1, 0, rand.Float64())
+		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: delivery failed; requeuing", slog.String("key", key),
+			slog.String("after", wait.String()), slog.String("error", err.Error()))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		c.tell(ctx, e, d.Nack(false, true))
+	}
+}
+
+// tell reports e, with its acknowledgement's error if any, to the hooks.
+func (c *consumer) tell(ctx context.Context, e Event, ackErr error) {
+	if ackErr != nil {
+		e.AckErr = ackErr
+		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: acknowledging failed; the broker will deliver it again", slog.String("key", e.Key),
+			slog.String("error", ackErr.Error()))
+	}
+	for _, h := range c.o.Hooks {
+		h.OnEvent(ctx, e)
+	}
+}
