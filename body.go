@@ -142,6 +142,9 @@ func discard(resp *http.Response) {
 // released. A longer body keeps its connection until the response is
 // returned or discarded.
 func keep(resp *http.Response) *http.Response {
+	if resp.Body == http.NoBody { // net/http's body of a response without content: nothing to read, nothing held
+		return resp
+	}
 	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxKeep+1))
 	switch {
 	case err != nil:
