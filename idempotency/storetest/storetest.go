@@ -524,7 +524,15 @@ func testLostClaimReply(t *testing.T, s idempotency.Store) {
 	if r := post(t, url, "lost-1", "", `{"amount":5}`); r.status != 503 {
 		t.Fatalf("first: %d, want 503", r.status)
 	}
-	if r := post(t, url, "lost-1", "", `{"amount":5}`); r.status != 201 || r.replayed {
+	// The claim is released in the background after the 503; until then a
+	// retry is told 409 (in progress), which a client retries, as this one
+	// does, a few milliseconds apart.
+	r := post(t, url, "lost-1", "", `{"amount":5}`)
+	for deadline := time.Now().Add(5 * time.Second); r.status == 409 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		r = post(t, url, "lost-1", "", `{"amount":5}`)
+	}
+	if r.status != 201 || r.replayed {
 		t.Fatalf("the retry: %d %s, want a fresh 201", r.status, r.body)
 	}
 	if c.count() != 1 {
