@@ -94,7 +94,11 @@ func (f OnRetryHook) OnEvent(_ context.Context, e Event) {
 // replayed reports whether resp is a stored answer the server's
 // idempotency layer replayed.
 func replayed(resp *http.Response) bool {
-	return resp != nil && resp.Header.Get(wire.Replayed) == "true"
+	if resp == nil {
+		return false
+	}
+	v := resp.Header[wire.Replayed] // the name is canonical: a map read, no Get's canonicalisation
+	return len(v) > 0 && v[0] == "true"
 }
 
 // logEvent is LogHook's body, shared with the Transport's Logger field;
