@@ -199,3 +199,30 @@ func TestThrottleSparesTheFirstRetries(t *testing.T) {
 		assert.Greater(t, tr.Throttle.RejectProbability("http://api.test"), 0.9, "and past them, the formula")
 	})
 }
+
+// A retry the Throttle rejects ends the call with the response the
+// attempt before it got, as a breaker's refusal does: the caller sees the
+// 503, not an error for a request that did reach the server.
+func TestThrottledRetryReturnsTheLastResponse(t *testing.T) {
+	const n = 10000
+	th, err := NewThrottle(ThrottleSettings{MinRequests: n})
+	require.NoError(t, err)
+	down := &overloaded{every: math.MaxInt64}
+	once := &Transport{Base: down, Throttle: th, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}
+	for range n - 1 { // the window fills with rejections, below MinRequests: all sent
+		resp, err := once.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	var giveUp Reason
+	retrying := &Transport{Base: down, Throttle: th, Policy: Policy{MaxAttempts: 2, BaseDelay: time.Nanosecond}, Budget: NoBudget,
+		Logger: slog.New(slog.DiscardHandler), OnRetry: func(e RetryEvent) { giveUp = e.GiveUp }}
+	// The first attempt is the n-th request (p 0); its 503 makes the retry's
+	// probability n/(n+1).
+	resp, err := retrying.RoundTrip(newReq(t, "GET", "", nil))
+	require.NoError(t, err, "a throttled retry returns the response it holds")
+	assert.Equal(t, 503, resp.StatusCode)
+	resp.Body.Close()
+	assert.Equal(t, ReasonThrottled, giveUp)
+	assert.Equal(t, int64(n), down.sent.Load(), "the retry was not sent")
+}

@@ -390,9 +390,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return t.finish(req, resp, err, attempt, e.GiveUp, p)
 		}
 		if resp != nil {
-			if circuitOf != nil || body.mayFail() {
+			if circuitOf != nil || throttleOf != nil || body.mayFail() {
 				// The next attempt may not be sent (the circuit opens, the
-				// body cannot be had again): keep this response to return.
+				// Throttle rejects it, the body cannot be had again): keep
+				// this response to return.
 				last = keep(resp)
 			} else {
 				discard(resp)
