@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -80,10 +81,10 @@ func newConsumer(o Options, h func(ctx context.Context, msg jetstream.Msg) ([]by
 		return nil, fmt.Errorf("natsjs: %w", err)
 	}
 	if o.Policy.BaseDelay == 0 {
-		o.Policy.BaseDelay = defaultBaseDelay
+		o.Policy.BaseDelay = time.Second
 	}
 	if o.Policy.MaxDelay == 0 {
-		o.Policy.MaxDelay = defaultMaxDelay
+		o.Policy.MaxDelay = time.Minute
 	}
 	if o.Key == nil {
 		o.Key = msgID
@@ -93,12 +94,6 @@ func newConsumer(o Options, h func(ctx context.Context, msg jetstream.Msg) ([]by
 	}
 	return &consumer{o: o, h: h}, nil
 }
-
-// Redelivery delays when the Policy leaves them zero.
-const (
-	defaultBaseDelay = 1e9  // 1 s
-	defaultMaxDelay  = 60e9 // 1 min
-)
 
 // msgID is the default key: the Nats-Msg-Id header.
 func msgID(m jetstream.Msg) (string, error) {
