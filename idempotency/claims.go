@@ -18,7 +18,6 @@ type claims struct {
 	lock    time.Duration
 	timeout time.Duration // one store call's bound (StoreTimeout)
 	logger  *slog.Logger
-	watch   *watch
 	hooks   []Hook // told of lapses; the Middleware and the Runner tell them of results
 }
 
@@ -51,7 +50,7 @@ func claimTimes(retention, lock, maxWait, timeout *time.Duration) error {
 		return fmt.Errorf("idempotency: Retention %v must exceed LockTimeout %v: a stored result must outlive any claim, or a retry runs the work again", *retention, *lock)
 	}
 	if !explicit {
-		*timeout = min(DefaultStoreTimeout, 2*(*lock/6)) // lock/3, a whole number of the watch's periods
+		*timeout = min(DefaultStoreTimeout, *lock/3)
 	}
 	if *timeout > *lock/3 {
 		return fmt.Errorf("idempotency: StoreTimeout %v must be at most LockTimeout/3 (%v): an extension must be able to fail and be tried again before the claim lapses", *timeout, *lock/3)
@@ -65,7 +64,7 @@ func claimTimes(retention, lock, maxWait, timeout *time.Duration) error {
 const DefaultStoreTimeout = 2 * time.Second
 
 func newClaims(store Store, lock, timeout time.Duration, logger *slog.Logger, hooks []Hook) claims {
-	return claims{store: store, lock: lock, timeout: timeout, logger: logger, watch: newWatch(lock, timeout), hooks: hooks}
+	return claims{store: store, lock: lock, timeout: timeout, logger: logger, hooks: hooks}
 }
 
 // emit tells the hooks of e.
@@ -87,14 +86,11 @@ const (
 
 // retryStore runs op until it succeeds, returns ErrNotOwner, or
 // storeAttempts tries or storeDeadline have passed, waiting 10, 20, 40 ...
-// ms between tries. Each try has its own time limit and, with a pool, is
-// likely to run on another connection than the one that failed. ctx's
-// cancellation is ignored: what is being recorded already happened.
-//
-// With a keeper (the claim's, its work done), the first try is bounded by
-// the watch instead of a timer of its own: a store that answers costs no
-// timer and no clock read.
-func (c *claims) retryStore(ctx context.Context, k *claimKeeper, op func(context.Context) error) error {
+// ms between tries. Each try has its own time limit (StoreTimeout) and,
+// with a pool, is likely to run on another connection than the one that
+// failed. ctx's cancellation is ignored: what is being recorded already
+// happened.
+func (c *claims) retryStore(ctx context.Context, op func(context.Context) error) error {
 	if ctx.Done() != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -102,23 +98,12 @@ func (c *claims) retryStore(ctx context.Context, k *claimKeeper, op func(context
 	var err error
 	wait := 10 * time.Millisecond
 	for range storeAttempts {
-		watched := k != nil && deadline.IsZero()
-		var tctx context.Context
-		var cancel context.CancelFunc
-		if watched {
-			tctx, cancel = context.WithCancel(ctx)
-			c.watch.bound(k, cancel)
-		} else {
-			end := time.Now().Add(c.timeout)
-			if !deadline.IsZero() && deadline.Before(end) {
-				end = deadline
-			}
-			tctx, cancel = context.WithDeadline(ctx, end)
+		end := time.Now().Add(c.timeout)
+		if !deadline.IsZero() && deadline.Before(end) {
+			end = deadline
 		}
+		tctx, cancel := context.WithDeadline(ctx, end)
 		err = op(tctx)
-		if watched {
-			c.watch.unbound(k)
-		}
 		cancel()
 		if err == nil || errors.Is(err, ErrNotOwner) {
 			return err
@@ -180,9 +165,8 @@ func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, ma
 
 // release frees owner's claim, retrying as retryStore does. A failure is
 // logged: the claim frees itself after the lock.
-// k, if not nil, is the claim's keeper, stopped.
-func (c *claims) release(ctx context.Context, k *claimKeeper, key, owner string, attrs ...slog.Attr) {
-	err := c.retryStore(ctx, k, func(ctx context.Context) error { return c.store.Release(ctx, ReleaseParams{Key: key, Owner: owner}) })
+func (c *claims) release(ctx context.Context, key, owner string, attrs ...slog.Attr) {
+	err := c.retryStore(ctx, func(ctx context.Context) error { return c.store.Release(ctx, ReleaseParams{Key: key, Owner: owner}) })
 	if err != nil {
 		c.log(ctx, slog.LevelError, "idempotency: store release failed; the key is held until LockTimeout", err, attrs...)
 	}
@@ -222,7 +206,7 @@ func (c *claims) run(ctx context.Context, k *claimKeeper, op *opkey.Op, owner st
 		if tx != nil {
 			tx.Rollback(bg)
 		}
-		c.release(bg, k, key, owner, attrs...)
+		c.release(bg, key, owner, attrs...)
 	}
 	if txs != nil {
 		if tx, wctx, err = txs.Begin(wctx, BeginParams{Key: key, Owner: owner}); err != nil {
@@ -253,7 +237,7 @@ func (c *claims) run(ctx context.Context, k *claimKeeper, op *opkey.Op, owner st
 		}
 		return false, "", nil
 	}
-	if err := c.complete(bg, k, key, owner, resp, retention); err != nil {
+	if err := c.complete(bg, key, owner, resp, retention); err != nil {
 		return false, stageComplete, err
 	}
 	return false, "", nil
@@ -271,9 +255,8 @@ func (c *claims) releaseLost(ctx context.Context, key, owner string, attrs ...sl
 }
 
 // complete records resp as owner's result, retrying as retryStore does.
-// k is the claim's keeper, stopped.
-func (c *claims) complete(ctx context.Context, k *claimKeeper, key, owner string, resp *Response, retention time.Duration) error {
-	return c.retryStore(ctx, k, func(ctx context.Context) error {
+func (c *claims) complete(ctx context.Context, key, owner string, resp *Response, retention time.Duration) error {
+	return c.retryStore(ctx, func(ctx context.Context) error {
 		return c.store.Complete(ctx, CompleteParams{Key: key, Owner: owner, Response: resp, Retention: retention})
 	})
 }

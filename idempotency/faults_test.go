@@ -321,10 +321,9 @@ func (s *hangingStore) Complete(ctx context.Context, p CompleteParams) error {
 	return err
 }
 
-// A store call that hangs after the handler ran is cancelled by the watch
-// after DefaultStoreTimeout (within half of it more) and tried again: the
-// response is recorded and the client gets it. The watch's timer stops
-// once nothing is in flight.
+// A store call that hangs after the handler ran is cancelled after
+// StoreTimeout and tried again: the response is recorded and the client
+// gets it.
 func TestHungCompleteIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &hangingStore{Store: mem(t)}
@@ -333,30 +332,38 @@ func TestHungCompleteIsBounded(t *testing.T) {
 		h := m.Handler(c.handler(201))
 		assert.Equal(t, 201, call(h, "POST", "k", `{}`, nil).Code)
 		require.Len(t, s.tries, 2, "the hung try was cancelled and the next one recorded the response")
-		assert.GreaterOrEqual(t, s.tries[0], DefaultStoreTimeout)
-		assert.LessOrEqual(t, s.tries[0], DefaultStoreTimeout*3/2)
+		assert.Equal(t, DefaultStoreTimeout, s.tries[0])
 		assert.Equal(t, "true", call(h, "POST", "k", `{}`, nil).Header().Get(HeaderReplayed))
 		assert.Equal(t, 1, c.count())
-
-		time.Sleep(2 * m.watch.period)
-		m.watch.mu.Lock()
-		defer m.watch.mu.Unlock()
-		assert.False(t, m.watch.armed, "an idle watch sets no timer")
-		assert.Nil(t, m.watch.head)
 	})
 }
 
-// The watch's counts keep the promises its doc makes, for lock times from
-// a millisecond to a day: claims extended at least every lock/3, store
-// calls cancelled between StoreTimeout and 1.5 times it.
-func TestWatchSizing(t *testing.T) {
-	for _, lock := range []time.Duration{time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, DefaultLockTimeout, time.Minute, 24 * time.Hour} {
-		timeout := min(DefaultStoreTimeout, 2*(lock/6))
-		w := newWatch(lock, timeout)
-		assert.LessOrEqual(t, time.Duration(w.extendTicks)*w.period, lock/3, "lock %v: extended late", lock)
-		assert.GreaterOrEqual(t, time.Duration(w.tryTicks-1)*w.period, timeout, "lock %v: store call cut short", lock)
-		assert.LessOrEqual(t, time.Duration(w.tryTicks)*w.period, timeout*3/2, "lock %v: store call bounded late", lock)
-	}
+// A claim is extended every LockTimeout/3 while its handler runs, and
+// not once after it ends.
+func TestClaimExtendedWhileTheHandlerRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: mem(t)}
+		const lock = 3 * time.Second
+		m := newMiddleware(t, Options{Store: s, LockTimeout: lock, Logger: quiet})
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(3*lock + lock/6) // through nine extensions' times and half of the next
+			w.WriteHeader(http.StatusCreated)
+		}))
+		assert.Equal(t, 201, call(h, "POST", "k", `{}`, nil).Code)
+		assert.Equal(t, int32(9), s.extends.Load())
+		time.Sleep(10 * lock)
+		assert.Equal(t, int32(9), s.extends.Load(), "no extension after the handler ended")
+	})
+}
+
+type countingStore struct {
+	Store
+	extends atomic.Int32
+}
+
+func (s *countingStore) Extend(ctx context.Context, p ExtendParams) error {
+	s.extends.Add(1)
+	return s.Store.Extend(ctx, p)
 }
 
 // stalledStore stops answering (every call hangs until its context ends)

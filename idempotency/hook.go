@@ -10,7 +10,7 @@ import (
 // one for each claim that lapsed under running work. Options.Hooks and
 // RunnerOptions.Hooks take them, told in order after Metrics; *Metrics is a
 // Hook too. OnEvent runs on the request's goroutine (a lapse, on the
-// watch's) and must not block.
+// claim's timer's) and must not block.
 type Hook interface {
 	OnEvent(ctx context.Context, e Event)
 }

@@ -27,11 +27,12 @@
 //
 // Fencing. When the store stops answering while a handler runs (a
 // partition, a stalled connection), the claim may lapse and a retry
-// elsewhere take the key. The middleware cannot know whether it did, so
-// once the time since the last extension that succeeded (measured on the
-// monotonic clock from when it was sent) comes within a margin of
-// LockTimeout, it cancels the handler's context with ErrClaimLapsed; an
-// answer of ErrNotOwner cancels it with that at once. What holds then:
+// elsewhere take the key. The middleware cannot know whether it did. A
+// claim is known held for LockTimeout from the send of the last claim or
+// extension that succeeded (on the monotonic clock); once less than a
+// sixth of LockTimeout of that is left, the middleware cancels the
+// handler's context with ErrClaimLapsed, and an answer of ErrNotOwner
+// cancels it with that at once. What holds then:
 //   - Transactional mode is exactly-once under a partition: the handler's
 //     writes commit only with a stored response under its own claim, so a
 //     handler that lost its key rolls back.

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -27,7 +29,10 @@ type backend struct {
 	// floorRead reads the record the middleware stored under storeKey.
 	floorRead func(ctx context.Context, storeKey string) error
 	close     func()
+	count     *counter // what the store's client sent; nil for memory
 }
+
+func (b *backend) sent() (trips, commands int64) { return b.count.sent() }
 
 // response is the stored form the floors write: the same bytes a record
 // holds, so that both sides move as much data.
@@ -36,17 +41,44 @@ var response = func() []byte {
 	return b
 }()
 
-func newBackend(ctx context.Context, name, redisAddr, pgDSN string, conns int) (*backend, error) {
+// storeNames are the stores serverbench measures, in the order it names
+// them.
+var storeNames = []string{"memory", "redis", "rediscluster", "rediscluster+wait", "postgres"}
+
+// where says where to find each store: redis is an address,
+// rediscluster the seed addresses of a cluster (comma-separated),
+// postgres a DSN. A child process of a fleet shares the stores its
+// parent set up, and leaves them as they are when it ends.
+type where struct {
+	redis, cluster, postgres string
+	child                    bool
+}
+
+func newBackend(ctx context.Context, name string, at where, conns int) (*backend, error) {
 	switch name {
 	case "memory":
 		return memoryBackend()
 	case "redis":
-		return redisBackend(ctx, redisAddr, conns)
+		return redisBackend(ctx, name, redis.NewClient(&redis.Options{Addr: at.redis, PoolSize: conns, MinIdleConns: conns / 2}))
+	case "rediscluster", "rediscluster+wait":
+		if at.cluster == "" {
+			return nil, errors.New("no cluster: name its nodes with -redis-cluster, or let serverbench start one with -redis-cluster own")
+		}
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(at.cluster, ","), PoolSize: conns, MinIdleConns: conns / 2})
+		var opts []redisstore.Option
+		if name == "rediscluster+wait" {
+			opts = append(opts, redisstore.WaitForReplicas(1, replicaWait))
+		}
+		return redisBackend(ctx, name, c, opts...)
 	case "postgres":
-		return postgresBackend(ctx, pgDSN, conns)
+		return postgresBackend(ctx, at.postgres, conns, at.child)
 	}
-	return nil, fmt.Errorf("unknown store %q (memory, redis, postgres)", name)
+	return nil, fmt.Errorf("unknown store %q (%s)", name, strings.Join(storeNames, ", "))
 }
+
+// replicaWait is how long rediscluster+wait's Complete waits for a
+// replica.
+const replicaWait = 100 * time.Millisecond
 
 // memoryBackend: the floor is a map under a mutex, the least a process-
 // local store can do.
@@ -86,20 +118,28 @@ func memoryBackend() (*backend, error) {
 
 // redisBackend: the floor is SET NX PX then SET XX PX for a new key, GET
 // for a replay.
-func redisBackend(ctx context.Context, addr string, conns int) (*backend, error) {
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: conns, MinIdleConns: conns / 2})
+func redisBackend(ctx context.Context, name string, c redis.UniversalClient, opts ...redisstore.Option) (*backend, error) {
+	count := &counter{}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		// Count at the nodes, where a redirect or a pipeline to one master
+		// is a trip of its own.
+		cc.OnNewNode(func(n *redis.Client) { n.AddHook(redisCounter{count}) })
+	} else {
+		c.AddHook(redisCounter{count})
+	}
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
 		return nil, err
 	}
-	s, err := redisstore.New(c, redisstore.DefaultPrefix)
+	s, err := redisstore.New(c, redisstore.DefaultPrefix, opts...)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	return &backend{
-		name:  "redis",
+		name:  name,
 		store: s,
+		count: count,
 		floorNew: func(ctx context.Context, k string, resp []byte) error {
 			k = "serverbench:" + k
 			ok, err := c.SetNX(ctx, k, "f|owner|fingerprint", idempotency.DefaultLockTimeout).Result()
@@ -121,11 +161,13 @@ func redisBackend(ctx context.Context, addr string, conns int) (*backend, error)
 // postgresBackend: the floor is a plain INSERT then a plain UPDATE of the
 // same table the store uses, for a new key, and a SELECT by key for a
 // replay.
-func postgresBackend(ctx context.Context, dsn string, conns int) (*backend, error) {
+func postgresBackend(ctx context.Context, dsn string, conns int, child bool) (*backend, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
+	count := &counter{}
+	cfg.ConnConfig.Tracer = pgCounter{count}
 	cfg.MaxConns = int32(conns)
 	cfg.MinConns = int32(conns / 2)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -134,11 +176,11 @@ func postgresBackend(ctx context.Context, dsn string, conns int) (*backend, erro
 	}
 	const table = "serverbench_idempotency"
 	s, err := pgstore.New(pool, table)
-	if err == nil {
+	if err == nil && !child {
 		err = s.Migrate(ctx)
-	}
-	if err == nil {
-		_, err = pool.Exec(ctx, "TRUNCATE "+table)
+		if err == nil {
+			_, err = pool.Exec(ctx, "TRUNCATE "+table)
+		}
 	}
 	if err != nil {
 		pool.Close()
@@ -147,6 +189,7 @@ func postgresBackend(ctx context.Context, dsn string, conns int) (*backend, erro
 	return &backend{
 		name:  "postgres",
 		store: s,
+		count: count,
 		floorNew: func(ctx context.Context, k string, resp []byte) error {
 			k = "floor:" + k
 			if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (key, fingerprint, owner, expires_at)
@@ -163,7 +206,9 @@ VALUES ($1, 'fingerprint', 'owner', now() + interval '10 seconds')`, k); err != 
 			return pool.QueryRow(ctx, `SELECT status, header, body FROM `+table+` WHERE key = $1`, k).Scan(&status, &header, &body)
 		},
 		close: func() {
-			pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+			if !child {
+				pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+			}
 			pool.Close()
 		},
 	}, nil

@@ -18,6 +18,24 @@
 //
 // Requests are served in-process (ServeHTTP on a reused request): what is
 // measured is the middleware and its store round trips, not an HTTP stack.
+// The table also gives the round trips and commands (statements) each
+// operation sent its store, counted in the store's client (a go-redis
+// hook, a pgx tracer): a new key is two and a replay one on every store,
+// and a change that adds one shows there.
+//
+// Stores: memory, redis (the -redis address), postgres (the -postgres
+// DSN), and rediscluster and rediscluster+wait on the Redis Cluster named
+// by -redis-cluster; "-redis-cluster own" starts one of serverbench's own
+// (6 redis-servers, 3 masters with a replica each, on free ports, stopped
+// at the end). rediscluster+wait is the store with
+// redisstore.WaitForReplicas(1, 100ms): its new keys pay for WAIT.
+//
+// A fleet: -procs 4 runs each store's variants in 4 processes at once
+// (children of serverbench, each with its own middleware and pool, -conc
+// per process), and reports their summed req/s and pooled p50/p99: how a
+// fleet of middleware instances scales on one store.
+//
+//	go run ./cmd/serverbench -stores redis,rediscluster,postgres -redis-cluster own -procs 4 -variants "new key,replay"
 package main
 
 import (
@@ -35,14 +53,22 @@ import (
 	"github.com/retryhttp/retryhttp/internal/testenv"
 )
 
-func main() {
-	stores := flag.String("stores", "memory,redis,postgres", "stores to measure, comma-separated: memory, redis, postgres")
+func main() { os.Exit(serverbench()) }
+
+// serverbench is main, returning its exit code after its deferred stops
+// (the profile, the cluster of serverbench's own).
+func serverbench() int {
+	stores := flag.String("stores", "memory,redis,postgres", "stores to measure, comma-separated: "+strings.Join(storeNames, ", "))
 	concs := flag.String("conc", "1,8,32", "concurrency levels, comma-separated")
 	rounds := flag.Int("rounds", 5, "rounds; each runs every variant once")
 	duration := flag.Duration("duration", 400*time.Millisecond, "how long each variant runs in a round")
 	keys := flag.Int("keys", 1000, "stored keys the replays cycle through")
 	redisAddr := flag.String("redis", testenv.RedisAddr(), "Redis address (default: the tests' RETRYHTTP_TEST_REDIS)")
 	pgDSN := flag.String("postgres", testenv.PostgresDSN(), "PostgreSQL DSN (default: the tests' RETRYHTTP_TEST_POSTGRES)")
+	cluster := flag.String("redis-cluster", "", `the Redis Cluster's seed addresses, comma-separated, or "own" for one serverbench starts`)
+	procs := flag.Int("procs", 1, "middleware processes measured at once on each store")
+	conns := flag.Int("conns", 0, "each process's store connections (default: 64, or twice the highest -conc; in a fleet at most 80 over all processes, under PostgreSQL's default max_connections)")
+	isChild := flag.Bool("child", false, "run as one process of a fleet (serverbench starts these itself)")
 	variants := flag.String("variants", strings.Join(variantNames[:], ","), "variants to run, comma-separated")
 	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile to a file")
 	flag.Parse()
@@ -54,42 +80,81 @@ func main() {
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "serverbench:", err)
-			os.Exit(1)
+			return 1
 		}
 		defer pprof.StopCPUProfile()
 	}
 
 	levels, err := parseInts(*concs)
-	if err != nil || *rounds < 1 || *duration <= 0 || *keys < 1 {
-		fmt.Fprintln(os.Stderr, "serverbench: -conc takes positive integers; -rounds, -duration and -keys must be positive")
-		os.Exit(2)
+	if err != nil || *rounds < 1 || *duration <= 0 || *keys < 1 || *procs < 1 || *conns < 0 {
+		fmt.Fprintln(os.Stderr, "serverbench: -conc takes positive integers; -rounds, -duration, -keys and -procs must be positive")
+		return 2
+	}
+	if *conns == 0 {
+		*conns = max(64, 2*slices.Max(levels))
+		if *procs > 1 {
+			*conns = max(4, min(*conns, 80 / *procs))
+		}
 	}
 	ctx := context.Background()
+	at := where{redis: *redisAddr, cluster: *cluster, postgres: *pgDSN, child: *isChild}
+	if *isChild {
+		if err := child(ctx, *stores, at, *keys, *conns); err != nil {
+			fmt.Fprintln(os.Stderr, "serverbench -child:", err)
+			return 1
+		}
+		return 0
+	}
+	if at.cluster == "own" {
+		c, err := startCluster(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "serverbench:", err)
+			return 1
+		}
+		at.cluster = strings.Join(c.addrs, ",")
+		fmt.Printf("Redis Cluster of serverbench's own: %s\n", at.cluster)
+		defer c.stop()
+	}
 	cfg := config{levels: levels, rounds: *rounds, duration: *duration, keys: *keys}
 	for _, v := range strings.Split(*variants, ",") {
 		i := slices.Index(variantNames[:], strings.TrimSpace(v))
 		if i < 0 {
 			fmt.Fprintf(os.Stderr, "serverbench: unknown variant %q (%s)\n", v, strings.Join(variantNames[:], ", "))
-			os.Exit(2)
+			return 2
 		}
 		cfg.run[i] = true
 	}
 	fmt.Printf("machine: %d cores; %d rounds of %v per variant; medians over rounds\n\n", runtime.NumCPU(), cfg.rounds, cfg.duration)
-	for _, name := range strings.Split(*stores, ",") {
-		b, err := newBackend(ctx, strings.TrimSpace(name), *redisAddr, *pgDSN, max(64, 2*slices.Max(levels)))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "serverbench: %s: %v\n", name, err)
-			os.Exit(1)
-		}
-		rep, err := run(ctx, b, cfg)
-		b.close()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "serverbench: %s: %v\n", name, err)
-			pprof.StopCPUProfile()
-			os.Exit(1)
+	if err := measureAll(ctx, strings.Split(*stores, ","), at, cfg, *procs, *conns); err != nil {
+		fmt.Fprintln(os.Stderr, "serverbench:", err)
+		return 1
+	}
+	return 0
+}
+
+func measureAll(ctx context.Context, stores []string, at where, cfg config, procs, conns int) error {
+	for _, name := range stores {
+		name = strings.TrimSpace(name)
+		var rep *report
+		if procs > 1 {
+			var err error
+			if rep, err = runFleet(ctx, name, at, cfg, procs, conns); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		} else {
+			b, err := newBackend(ctx, name, at, conns)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			rep, err = run(ctx, b, cfg)
+			b.close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
 		}
 		rep.print(os.Stdout)
 	}
+	return nil
 }
 
 func parseInts(s string) ([]int, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestServerbench(t *testing.T) {
 	for _, store := range []string{"memory", "redis", "postgres"} {
 		t.Run(store, func(t *testing.T) {
 			ctx := context.Background()
-			b, err := newBackend(ctx, store, testenv.RedisAddr(), testenv.PostgresDSN(), 8)
+			b, err := newBackend(ctx, store, where{redis: testenv.RedisAddr(), postgres: testenv.PostgresDSN()}, 8)
 			if err != nil {
 				addr := testenv.RedisAddr()
 				if store == "postgres" {
@@ -41,6 +42,7 @@ func TestServerbench(t *testing.T) {
 					}
 				}
 			}
+			checkTrips(t, store, rep)
 			var out bytes.Buffer
 			rep.print(&out)
 			for _, want := range []string{"| 4 | replay |", store + ": new key at", store + ": replay at", "Noise:"} {
@@ -50,4 +52,72 @@ func TestServerbench(t *testing.T) {
 			}
 		})
 	}
+}
+
+// roundTrips is what each variant sends a network store per operation,
+// at most: a new key is a claim and a completion, a replay one claim
+// that reads the record, as the floors are.
+var roundTrips = [nVariants]float64{vFloorNew: 2, vNew: 2, vFloorRead: 1, vReplay: 1}
+
+func checkTrips(t *testing.T, store string, rep *report) {
+	t.Helper()
+	for li, level := range rep.levels {
+		for v, ss := range rep.samples[li] {
+			for _, s := range ss {
+				want := roundTrips[v]
+				if store == "memory" {
+					want = 0
+				}
+				if s.trips != want {
+					t.Errorf("%s %s at %d: %.2f round trips per operation, want %.0f", store, variantNames[v], level, s.trips, want)
+				}
+			}
+		}
+	}
+}
+
+// A fleet: two processes of serverbench's own on one store, run at once;
+// their requests all count, each still two round trips per new key and
+// one per replay.
+func TestFleet(t *testing.T) {
+	for _, store := range []string{"redis", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			at := where{redis: testenv.RedisAddr(), postgres: testenv.PostgresDSN()}
+			ctx := context.Background()
+			b, err := newBackend(ctx, store, at, 2)
+			if err != nil {
+				testenv.Unreachable(t, store, at.redis+" or "+at.postgres, err)
+			}
+			b.close()
+			t.Setenv(asChild, "1") // the children are this test binary
+			cfg := config{levels: []int{2}, rounds: 2, duration: 30 * time.Millisecond, keys: 20}
+			cfg.run[vNew], cfg.run[vReplay] = true, true
+			rep, err := runFleet(ctx, store, at, cfg, 2, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []int{vNew, vReplay} {
+				if ss := rep.samples[0][v]; len(ss) != cfg.rounds || ss[0].rps <= 0 {
+					t.Errorf("%s: %+v", variantNames[v], ss)
+				}
+			}
+			checkTrips(t, store, rep)
+			var out bytes.Buffer
+			rep.print(&out)
+			if want := "| 2 | new key |"; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "2 processes") {
+				t.Errorf("table lacks %q or the process count:\n%s", want, out.String())
+			}
+		})
+	}
+}
+
+// asChild, set in the environment, makes the test binary a fleet's
+// child: serverbench's main with the arguments its parent gave.
+const asChild = "SERVERBENCH_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asChild) == "1" {
+		os.Exit(serverbench())
+	}
+	os.Exit(m.Run())
 }

@@ -30,6 +30,9 @@ func rps(s sample) float64 { return s.rps }
 func p50(s sample) float64 { return float64(s.p50) }
 func p99(s sample) float64 { return float64(s.p99) }
 
+func trips(s sample) float64    { return s.trips }
+func commands(s sample) float64 { return s.commands }
+
 // spread is how far the rounds' throughputs lie apart, relative to their
 // median: (max - min) / median.
 func spread(ss []sample) float64 {
@@ -51,8 +54,14 @@ func dur(ns float64) string {
 // middleware's ratios to its floor, and the rounds' spread.
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "### %s\n\n", r.store)
-	fmt.Fprintln(w, "| conc | variant | req/s | p50 | p99 | vs floor (req/s, p50) | spread |")
-	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+	conc := "conc"
+	if r.perProcess {
+		conc = "conc per process"
+		fmt.Fprintln(w, "req/s summed over the processes; p50 and p99 over all their requests.")
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "| %s | variant | req/s | p50 | p99 | vs floor (req/s, p50) | trips, cmds per op | spread |\n", conc)
+	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	var spreads []float64
 	var newRatios, replayRatios []float64
 	for li, level := range r.levels {
@@ -80,8 +89,12 @@ func (r *report) print(w io.Writer) {
 			}
 			sp := spread(s[v])
 			spreads = append(spreads, sp)
-			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | ±%.0f%% |\n", level, variantNames[v],
-				median(field(s[v], rps)), dur(median(field(s[v], p50))), dur(median(field(s[v], p99))), ratio, 50*sp)
+			sent := "–"
+			if t := median(field(s[v], trips)); t > 0 {
+				sent = fmt.Sprintf("%.2f, %.2f", t, median(field(s[v], commands)))
+			}
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | ±%.0f%% |\n", level, variantNames[v],
+				median(field(s[v], rps)), dur(median(field(s[v], p50))), dur(median(field(s[v], p99))), ratio, sent, 50*sp)
 		}
 	}
 	fmt.Fprintln(w)

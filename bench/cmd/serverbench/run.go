@@ -44,6 +44,9 @@ type sample struct {
 	rps      float64
 	p50, p99 time.Duration
 	errors   int64
+	// Store round trips and commands (statements) per operation; zero
+	// for the memory store.
+	trips, commands float64
 }
 
 var body = []byte(`{"amount":100,"currency":"eur","customer":"cus_8VHk2Lr","description":"order 1234","metadata":{"a":1}}`)
@@ -111,9 +114,18 @@ type report struct {
 	store   string
 	levels  []int
 	samples [][nVariants][]sample
+	// perProcess: a fleet's, whose levels are each process's concurrency.
+	perProcess bool
 }
 
-func run(ctx context.Context, b *backend, cfg config) (*report, error) {
+// workload is one store's variants, ready to measure: ops[v] is one
+// operation of variant v, and seed stores the replays' keys again.
+type workload struct {
+	ops  [nVariants]func(c *client, i int) error
+	seed func() error
+}
+
+func prepare(ctx context.Context, b *backend, keys int) (*workload, error) {
 	m, err := idempotency.New(idempotency.Options{Store: b.store, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
@@ -127,14 +139,14 @@ func run(ctx context.Context, b *backend, cfg config) (*report, error) {
 	// The replays' keys, stored through the middleware. The memory store
 	// may evict them to make room for new keys; seed stores them again
 	// before each replay run.
-	stored := make([]string, cfg.keys)
-	storeKeys := make([]string, cfg.keys)
+	stored := make([]string, keys)
+	storeKeys := make([]string, keys)
 	scope, _ := idempotency.AuthorizationScope(newClient().req)
 	for i := range stored {
 		stored[i] = prefix + "-stored-" + strconv.Itoa(i)
 		storeKeys[i] = idempotency.StoreKey(scope, stored[i])
 	}
-	seed := func() error {
+	w := &workload{seed: func() error {
 		c := newClient()
 		for _, k := range stored {
 			if _, err := c.serve(mw, k); err != nil { // stored now, or still
@@ -142,13 +154,13 @@ func run(ctx context.Context, b *backend, cfg config) (*report, error) {
 			}
 		}
 		return nil
-	}
-	if err := seed(); err != nil {
+	}}
+	if err := w.seed(); err != nil {
 		return nil, err
 	}
 
 	var seq atomic.Int64 // new keys, unique in the run
-	ops := [nVariants]func(c *client, i int) error{
+	w.ops = [nVariants]func(c *client, i int) error{
 		vHandler: func(c *client, i int) error { return c.expect(bare, prefix+"-h", false) },
 		vFloorNew: func(c *client, i int) error {
 			return b.floorNew(ctx, fmt.Sprintf("%s%052d", prefix, seq.Add(1)), response)
@@ -159,12 +171,38 @@ func run(ctx context.Context, b *backend, cfg config) (*report, error) {
 		vFloorRead: func(c *client, i int) error { return b.floorRead(ctx, storeKeys[i%len(storeKeys)]) },
 		vReplay:    func(c *client, i int) error { return c.expect(mw, stored[i%len(stored)], true) },
 	}
+	return w, nil
+}
 
+// variant measures variant v of w at conc for d, storing the replays'
+// keys again first.
+func (w *workload) variant(b *backend, v, conc int, d time.Duration) (*raw, error) {
+	if v == vReplay {
+		if err := w.seed(); err != nil {
+			return nil, err
+		}
+	}
+	return measure(b, conc, d, w.ops[v]), nil
+}
+
+func run(ctx context.Context, b *backend, cfg config) (*report, error) {
+	w, err := prepare(ctx, b, cfg.keys)
+	if err != nil {
+		return nil, err
+	}
 	rep := &report{store: b.name, levels: cfg.levels, samples: make([][nVariants][]sample, len(cfg.levels))}
-	// Warm connections and caches; not recorded.
+	return rep, rounds(rep, cfg, func(v, conc int, d time.Duration) (*raw, error) { return w.variant(b, v, conc, d) })
+}
+
+// rounds fills rep with cfg's rounds of each variant it runs, measured by
+// m, after a warm-up of each (connections, caches) that is not recorded.
+// Each round runs every variant at every level, in a rotated order.
+func rounds(rep *report, cfg config, m func(v, conc int, d time.Duration) (*raw, error)) error {
 	for v := range nVariants {
 		if cfg.run[v] {
-			measure(slices.Max(cfg.levels), cfg.duration/4, ops[v])
+			if _, err := m(v, slices.Max(cfg.levels), cfg.duration/4); err != nil {
+				return err
+			}
 		}
 	}
 	for r := range cfg.rounds {
@@ -174,29 +212,38 @@ func run(ctx context.Context, b *backend, cfg config) (*report, error) {
 				if !cfg.run[v] {
 					continue
 				}
-				if v == vReplay {
-					if err := seed(); err != nil {
-						return nil, err
-					}
+				got, err := m(v, level, cfg.duration)
+				if err != nil {
+					return err
 				}
-				s := measure(level, cfg.duration, ops[v])
+				s := got.sample()
 				if s.errors > 0 {
-					return nil, fmt.Errorf("%s at %d: %d operations failed", variantNames[v], level, s.errors)
+					return fmt.Errorf("%s at %d: %d operations failed", variantNames[v], level, s.errors)
 				}
 				rep.samples[li][v] = append(rep.samples[li][v], s)
 			}
 		}
 	}
-	return rep, nil
+	return nil
 }
 
-// measure runs op from conc workers for d and returns the throughput and
-// latency quantiles.
-func measure(conc int, d time.Duration, op func(c *client, i int) error) sample {
+// raw is one run of a variant: every operation's latency, sorted, how
+// long the run took, and what it sent to the store.
+type raw struct {
+	Latencies []time.Duration
+	Elapsed   time.Duration
+	Errors    int64
+	Trips     int64 // store round trips
+	Commands  int64 // store commands or statements
+}
+
+// measure runs op from conc workers for d.
+func measure(b *backend, conc int, d time.Duration, op func(c *client, i int) error) *raw {
 	lat := make([][]time.Duration, conc)
 	var stop atomic.Bool
 	var errs atomic.Int64
 	var wg sync.WaitGroup
+	trips0, cmds0 := b.sent()
 	start := time.Now()
 	for w := range conc {
 		wg.Go(func() {
@@ -216,14 +263,43 @@ func measure(conc int, d time.Duration, op func(c *client, i int) error) sample 
 	stop.Store(true)
 	wg.Wait()
 	elapsed := time.Since(start)
+	trips1, cmds1 := b.sent()
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	return sample{
-		rps:    float64(len(all)) / elapsed.Seconds(),
-		p50:    quantile(all, 0.50),
-		p99:    quantile(all, 0.99),
-		errors: errs.Load(),
+	return &raw{Latencies: all, Elapsed: elapsed, Errors: errs.Load(), Trips: trips1 - trips0, Commands: cmds1 - cmds0}
+}
+
+// merge is the runs of several processes measured at once as one: their
+// throughputs add up, their latencies pool.
+func merge(rs []*raw) *raw {
+	m := &raw{}
+	var rps float64
+	for _, r := range rs {
+		m.Latencies = append(m.Latencies, r.Latencies...)
+		m.Errors += r.Errors
+		m.Trips += r.Trips
+		m.Commands += r.Commands
+		rps += float64(len(r.Latencies)) / r.Elapsed.Seconds()
 	}
+	slices.Sort(m.Latencies)
+	// The elapsed time that gives the summed throughput.
+	m.Elapsed = time.Duration(float64(len(m.Latencies)) / rps * float64(time.Second))
+	return m
+}
+
+func (r *raw) sample() sample {
+	n := len(r.Latencies)
+	s := sample{
+		rps:    float64(n) / r.Elapsed.Seconds(),
+		p50:    quantile(r.Latencies, 0.50),
+		p99:    quantile(r.Latencies, 0.99),
+		errors: r.Errors,
+	}
+	if n > 0 {
+		s.trips = float64(r.Trips) / float64(n)
+		s.commands = float64(r.Commands) / float64(n)
+	}
+	return s
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {
