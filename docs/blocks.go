@@ -8,6 +8,7 @@ import (
 	"context"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
+	pgx "github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,8 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
+	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/retryhttptest"
@@ -195,6 +198,44 @@ func exactlyonce1_0() {
 
 // exactly-once.md, block 2
 func exactlyonce2_0() {
+	var js jetstream.JetStream
+	var box *outbox.Outbox
+	var tx pgx.Tx
+	var event []byte
+	var ctx context.Context
+	sender, err := natsoutbox.New(js)
+	relay, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box, Senders: map[string]outbox.Sender{natsoutbox.Scheme: sender}})
+	_, err = box.Enqueue(ctx, tx, outbox.Message{URL: natsoutbox.URL("orders.placed"), Body: event})
+	_ = js
+	_ = box
+	_ = tx
+	_ = event
+	_ = ctx
+	_ = sender
+	_ = err
+	_ = relay
+}
+
+// exactly-once.md, block 3
+func exactlyonce3_0() {
+	var box *outbox.Outbox
+	var tx pgx.Tx
+	var event []byte
+	var ctx context.Context
+	sender, err := rabbitoutbox.New(rabbitoutbox.Options{Dial: func() (*amqp.Connection, error) { return amqp.Dial("amqp://guest:guest@localhost:5672/") }})
+	relay, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box, Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: sender}})
+	_, err = box.Enqueue(ctx, tx, outbox.Message{URL: rabbitoutbox.URL("orders", "placed"), Body: event}) // exchange, routing key
+	_ = box
+	_ = tx
+	_ = event
+	_ = ctx
+	_ = sender
+	_ = err
+	_ = relay
+}
+
+// exactly-once.md, block 4
+func exactlyonce4_0() {
 	var store idempotency.Store
 	var ctx context.Context
 	var orderID string
@@ -213,8 +254,8 @@ func exactlyonce2_0() {
 	_ = replayed
 }
 
-// exactly-once.md, block 3
-func exactlyonce3_0() {
+// exactly-once.md, block 5
+func exactlyonce5_0() {
 	var js jetstream.JetStream
 	var cons jetstream.Consumer
 	var runner *idempotency.Runner
@@ -230,8 +271,8 @@ func exactlyonce3_0() {
 	_ = cc
 }
 
-// exactly-once.md, block 4
-func exactlyonce4_0() {
+// exactly-once.md, block 6
+func exactlyonce6_0() {
 	var deliveries <-chan amqp.Delivery
 	var runner *idempotency.Runner
 	var ship func(context.Context, amqp.Delivery) ([]byte, error)

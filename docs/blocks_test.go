@@ -33,6 +33,7 @@ var imports = map[string]string{
 	"time":          "time",
 	"prometheus":    "github.com/prometheus/client_golang/prometheus",
 	"redis":         "github.com/redis/go-redis/v9",
+	"pgx":           "github.com/jackc/pgx/v5",
 	"pgxpool":       "github.com/jackc/pgx/v5/pgxpool",
 	"retryablehttp": "github.com/hashicorp/go-retryablehttp",
 	"failsafehttp":  "github.com/failsafe-go/failsafe-go/failsafehttp",
@@ -47,6 +48,8 @@ var imports = map[string]string{
 	"jetstream":     "github.com/nats-io/nats.go/jetstream",
 	"rabbitmq":      "github.com/retryhttp/retryhttp/queue/rabbitmq",
 	"amqp":          "github.com/rabbitmq/amqp091-go",
+	"natsoutbox":    "github.com/retryhttp/retryhttp/outbox/natsoutbox",
+	"rabbitoutbox":  "github.com/retryhttp/retryhttp/outbox/rabbitoutbox",
 }
 
 // Every Go code block of the docs is in blocks.go, so that building this

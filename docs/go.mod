@@ -7,6 +7,8 @@ replace (
 	github.com/retryhttp/retryhttp/idempotency/pgstore => ../idempotency/pgstore
 	github.com/retryhttp/retryhttp/idempotency/redisstore => ../idempotency/redisstore
 	github.com/retryhttp/retryhttp/outbox => ../outbox
+	github.com/retryhttp/retryhttp/outbox/natsoutbox => ../outbox/natsoutbox
+	github.com/retryhttp/retryhttp/outbox/rabbitoutbox => ../outbox/rabbitoutbox
 	github.com/retryhttp/retryhttp/pgschema => ../pgschema
 	github.com/retryhttp/retryhttp/queue/natsjs => ../queue/natsjs
 	github.com/retryhttp/retryhttp/queue/rabbitmq => ../queue/rabbitmq
@@ -24,6 +26,8 @@ require (
 	github.com/retryhttp/retryhttp/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/idempotency/redisstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/outbox/natsoutbox v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/outbox/rabbitoutbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/natsjs v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
 	github.com/stripe/stripe-go/v82 v82.5.1

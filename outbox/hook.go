@@ -47,13 +47,14 @@ type Event struct {
 	// URL is the destination without query string or user information,
 	// as logs show it; empty for EventDelivered.
 	URL string
-	// Status is the receiver's status code, 0 when none came back.
+	// Status is the receiver's status code, 0 when none came back (or
+	// its Sender has none).
 	Status int
 	// Deliveries counts the attempts made so far, this one included; 0
 	// for EventDelivered.
 	Deliveries int
-	// Err is why the delivery failed (nil for EventDelivered, and for a
-	// failure the status code explains).
+	// Err is why the delivery failed ("the receiver answered 503" when
+	// the status says it); nil for EventDelivered.
 	Err error
 }
 

@@ -1,8 +1,12 @@
 // Package outbox is a transactional outbox on PostgreSQL: side effects that
 // cannot roll back (an email, an event, a call to a payment gateway) are
-// enqueued as HTTP requests in the same transaction as the state change
-// that causes them, and a relay delivers them afterwards, through a
-// retryhttp.Transport, with the message's stable ID as Idempotency-Key.
+// enqueued as HTTP requests, or as broker messages, in the same
+// transaction as the state change that causes them, and a relay delivers
+// them afterwards with the message's stable ID as the destination's
+// deduplication key: through a retryhttp.Transport with it as
+// Idempotency-Key, or through a [Sender] of another scheme (NATS
+// JetStream with it as Nats-Msg-Id, RabbitMQ with it as message-id: the
+// modules outbox/natsoutbox and outbox/rabbitoutbox).
 //
 // Together with the idempotency middleware's transactional mode, the
 // handler's writes, its stored response and its outgoing messages commit or
@@ -44,11 +48,12 @@ import (
 	"github.com/retryhttp/retryhttp/pgschema"
 )
 
-// Message is an HTTP request to deliver.
+// Message is an HTTP request to deliver, or a message for a Sender.
 type Message struct {
 	// Method is the request method; "" means POST.
 	Method string
-	// URL is where to send it, absolute.
+	// URL is where to send it, absolute: an http or https URL, or one of
+	// a scheme a relay has a Sender for (natsoutbox.URL, rabbitoutbox.URL).
 	URL string
 	// Header is sent as given, with Idempotency-Key set to the message's ID
 	// unless it carries a key already.

@@ -1,17 +1,14 @@
 package outbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,12 +24,18 @@ import (
 type RelayOptions struct {
 	// Outbox is the table to deliver from. Required.
 	Outbox *Outbox
-	// Client sends each delivery. nil means an http.Client over a
-	// retryhttp.Transport that sends each delivery once (the relay is the
-	// retry layer: its Policy spaces the deliveries), with a timeout of
-	// 30 s or half the Lease, whichever is shorter, so that any Lease
-	// works with it. A Client's timeout must be shorter than Lease.
+	// Client sends each http and https delivery. nil means an
+	// http.Client over a retryhttp.Transport that sends each delivery once
+	// (the relay is the retry layer: its Policy spaces the deliveries),
+	// with a timeout of 30 s or half the Lease, whichever is shorter, so
+	// that any Lease works with it. A Client's timeout must be shorter
+	// than Lease.
 	Client *http.Client
+	// Senders deliver the messages whose URL has another scheme than
+	// http and https, by scheme ("nats", "amqp", ...; see Sender). A
+	// message whose scheme has no Sender here is retried, as a failed
+	// delivery, and logged. Each Send is bounded by Lease.
+	Senders map[string]Sender
 	// Policy spaces the deliveries of one message and bounds them: the wait
 	// before delivery n+1 is the Policy's backoff for retry n, and after
 	// MaxAttempts failed deliveries the message is dead. A receiver's own
@@ -79,7 +82,8 @@ const (
 // Relay delivers an outbox's messages. Run it in as many processes as you
 // like; it starts goroutines only inside Run, and they end with it.
 type Relay struct {
-	o RelayOptions
+	o       RelayOptions
+	senders map[string]Sender // by scheme, http and https included
 
 	leaseSQL, delivered, retry, dead string
 }
@@ -133,9 +137,24 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	if o.Client.Timeout >= o.Lease {
 		return nil, fmt.Errorf("outbox: NewRelay: the Client's timeout %v must be shorter than Lease %v, or a slow delivery's message is delivered again while it runs", o.Client.Timeout, o.Lease)
 	}
+	senders := map[string]Sender{}
+	for scheme, s := range o.Senders {
+		switch {
+		case s == nil:
+			return nil, fmt.Errorf("outbox: NewRelay: nil Sender for scheme %q", scheme)
+		case scheme == "http" || scheme == "https":
+			return nil, fmt.Errorf("outbox: NewRelay: scheme %q is the Client's; set Client to change how it is sent", scheme)
+		case scheme == "" || scheme != strings.ToLower(scheme):
+			return nil, fmt.Errorf("outbox: NewRelay: scheme %q: Senders are keyed by lower-case scheme, as URLs are parsed", scheme)
+		}
+		senders[scheme] = s
+	}
+	web := httpSender{client: o.Client}
+	senders["http"], senders["https"] = web, web
 	t := quote(o.Outbox.table)
 	return &Relay{
-		o: o,
+		o:       o,
+		senders: senders,
 		// Lease a batch: the due messages no other relay holds, their
 		// delivery counted and their due time pushed past the lease, all in
 		// one statement.
@@ -363,100 +382,66 @@ func (r *Relay) lease(ctx context.Context, n int) ([]leased, error) {
 	return batch, nil
 }
 
-// deliver sends one message. It returns the receiver's status when the
-// message was delivered, for the batch's record, and otherwise records the
+// deliver sends one message through the Sender of its URL's scheme. It
+// returns the destination's status (200 if it has none) when the message
+// was delivered, for the batch's record, and otherwise records the
 // failure itself and returns 0.
 func (r *Relay) deliver(ctx context.Context, m leased) int {
-	req, err := http.NewRequestWithContext(ctx, m.method, m.url, bytes.NewReader(m.body))
+	u, err := url.Parse(m.url)
 	if err != nil {
-		r.record(ctx, m, r.dead, 0, redactErr(err, m.url)) // the URL cannot be sent: no delivery will do
+		r.record(ctx, m, Result{Err: redactErr(err, m.url), Final: true}) // the URL cannot be sent: no delivery will do
 		return 0
 	}
-	for k, v := range m.header {
-		req.Header[k] = v
+	s, ok := r.senders[u.Scheme]
+	if !ok {
+		err := errNoSender(u.Scheme)
+		r.o.Logger.LogAttrs(ctx, slog.LevelError, "outbox: message not sent", slog.String("id", m.id), slog.String("error", err.Error()))
+		r.record(ctx, m, Result{Err: err})
+		return 0
 	}
-	if req.Header.Get(retryhttp.HeaderIdempotencyKey) == "" && req.Header.Get(retryhttp.HeaderXIdempotencyKey) == "" {
-		req.Header.Set(retryhttp.HeaderIdempotencyKey, m.id)
-	}
-	resp, err := r.o.Client.Do(req)
+	sctx, cancel := context.WithTimeout(ctx, r.o.Lease)
+	res := s.Send(sctx, Delivery{ID: m.id, Method: m.method, URL: u, Header: m.header, Body: m.body, Deliveries: m.deliveries})
+	cancel()
 	if ctx.Err() != nil {
-		if err == nil {
-			resp.Body.Close()
-		}
 		return 0 // stopped: the lease hands the message to the next relay, or this one later
 	}
-	if err != nil {
-		r.record(ctx, m, r.retry, 0, redactErr(err, m.url))
-		return 0
-	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	switch code := resp.StatusCode; {
-	case code >= 200 && code < 300:
-		return code
-	case retryable(code):
-		var asked time.Duration
-		if d, ok := retryhttp.ServerWait(resp, time.Now(), nil); ok && d <= r.o.Policy.MaxRetryAfter {
-			asked = d
+	if res.Err == nil {
+		if res.Status == 0 {
+			return http.StatusOK
 		}
-		r.record(ctx, m, r.retry, code, nil, asked)
-	default: // a refusal for good (400, 404, 422, ...), or a redirect not followed
-		r.record(ctx, m, r.dead, code, fmt.Errorf("the receiver answered %d", code))
+		return res.Status
 	}
+	res.Err = redactErr(res.Err, m.url)
+	r.record(ctx, m, res)
 	return 0
-}
-
-// transportStatuses are the statuses a retryhttp.Transport retries by
-// default: the one list a receiver's "try again" is read from.
-var transportStatuses = retryhttp.DefaultRetryStatuses()
-
-// retryable reports whether a receiver's status asks for the delivery
-// again later. The relay retries what the Transport retries by default
-// (every message carries a key, so 409 counts), and also 425 and every
-// other 5xx, 500 included: a Transport returns a 500 to a caller who is
-// waiting, while a relay has minutes of backoff and a dead letter after
-// MaxAttempts, so a receiver's passing bug is worth a later delivery. A
-// status below 200 (a 1xx as final answer) is not an answer either.
-func retryable(code int) bool {
-	return slices.Contains(transportStatuses, code) || code == http.StatusTooEarly || code >= 500 || code < 200
 }
 
 // record stores a failed delivery: retried later, or, past MaxAttempts
 // deliveries or refused for good, dead.
-func (r *Relay) record(ctx context.Context, m leased, stmt string, code int, cause error, atLeast ...time.Duration) {
+func (r *Relay) record(ctx context.Context, m leased, res Result) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var status *int
-	if code != 0 {
-		status = &code
+	if res.Status != 0 {
+		status = &res.Status
 	}
-	var lastErr *string
-	if cause != nil {
-		s := cause.Error()
-		lastErr = &s
-	}
+	lastErr := res.Err.Error()
 	var err error
-	switch {
-	case stmt == r.retry && m.deliveries < r.o.Policy.MaxAttempts:
+	e := Event{ID: m.id, URL: redactURL(m.url), Status: res.Status, Deliveries: m.deliveries, Err: res.Err}
+	if !res.Final && m.deliveries < r.o.Policy.MaxAttempts {
 		wait := r.o.Policy.Backoff(m.deliveries, 0, rand.Float64())
-		for _, d := range atLeast {
-			wait = max(wait, d)
+		if res.Wait <= r.o.Policy.MaxRetryAfter {
+			wait = max(wait, res.Wait)
 		}
-		if lastErr == nil {
-			s := fmt.Sprintf("the receiver answered %d", code)
-			lastErr = &s
-		}
-		_, err = r.o.Outbox.pool.Exec(ctx, stmt, m.id, wait.Microseconds(), status, lastErr, m.deliveries)
-		r.tell(ctx, Event{Kind: EventRetried, ID: m.id, URL: redactURL(m.url), Status: code, Deliveries: m.deliveries, Err: cause})
-	default:
-		if lastErr == nil {
-			s := fmt.Sprintf("the receiver answered %d", code)
-			lastErr = &s
-		}
+		_, err = r.o.Outbox.pool.Exec(ctx, r.retry, m.id, wait.Microseconds(), status, lastErr, m.deliveries)
+		e.Kind = EventRetried
+		r.tell(ctx, e)
+	} else {
 		_, err = r.o.Outbox.pool.Exec(ctx, r.dead, m.id, status, lastErr, m.deliveries)
-		r.tell(ctx, Event{Kind: EventDead, ID: m.id, URL: redactURL(m.url), Status: code, Deliveries: m.deliveries, Err: cause})
+		e.Kind = EventDead
+		r.tell(ctx, e)
 		r.o.Logger.LogAttrs(ctx, slog.LevelError, "outbox: message is dead", slog.String("id", m.id),
-			slog.String("url", redactURL(m.url)), slog.Int("deliveries", m.deliveries), slog.String("error", *lastErr))
+			slog.String("url", redactURL(m.url)), slog.Int("deliveries", m.deliveries), slog.String("error", lastErr))
 	}
 	if err != nil {
 		// The outcome is lost; the lease brings the message back, and the

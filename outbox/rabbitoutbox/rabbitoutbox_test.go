@@ -1,0 +1,306 @@
+package rabbitoutbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/internal/faultproxy"
+	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
+	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// brokerURL is the tests' RabbitMQ: RETRYHTTP_TEST_AMQP, default the
+// machine's, guest/guest.
+func brokerURL() string {
+	if u := os.Getenv("RETRYHTTP_TEST_AMQP"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// dial reaches the broker at addr (host:port), or the tests' own when
+// addr is ""; an unreachable broker skips the test loudly, and fails it
+// under CI=true.
+func dial(t *testing.T, addr string) func() (*amqp.Connection, error) {
+	t.Helper()
+	u, err := url.Parse(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr != "" {
+		u.Host = addr
+	}
+	d := func() (*amqp.Connection, error) {
+		return amqp.DialConfig(u.String(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+	}
+	conn, err := d()
+	if err != nil {
+		testenv.Unreachable(t, "RabbitMQ", u.Host, err)
+	}
+	conn.Close()
+	return d
+}
+
+func newSender(t *testing.T, d func() (*amqp.Connection, error)) *rabbitoutbox.Sender {
+	t.Helper()
+	s, err := rabbitoutbox.New(rabbitoutbox.Options{Dial: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// queue declares a queue of the test's own, deleted when it ends.
+func queue(t *testing.T, d func() (*amqp.Connection, error)) (*amqp.Connection, string) {
+	t.Helper()
+	conn, err := d()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "retryhttp-outbox-" + uuid.NewString()
+	if _, err := ch.QueueDeclare(name, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ch.QueueDelete(name, false, false, false)
+		conn.Close()
+	})
+	return conn, name
+}
+
+func db(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	p, err := pgxpool.New(ctx, testenv.PostgresDSN())
+	if err == nil {
+		err = p.Ping(ctx)
+	}
+	if err != nil {
+		testenv.Unreachable(t, "PostgreSQL", testenv.PostgresDSN(), err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func newOutbox(t *testing.T, p *pgxpool.Pool) *outbox.Outbox {
+	t.Helper()
+	table := "outbox_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	o, err := outbox.New(p, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+		p.Exec(context.Background(), "DELETE FROM retryhttp_schema_versions WHERE name = $1", table)
+	})
+	return o
+}
+
+func run(t *testing.T, o outbox.RelayOptions) {
+	t.Helper()
+	o.Logger = quiet
+	r, err := outbox.NewRelay(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func pending(t *testing.T, p *pgxpool.Pool, o *outbox.Outbox) int {
+	var n int
+	if err := p.QueryRow(context.Background(), "SELECT count(*) FROM "+o.Table()+" WHERE status <> 'delivered'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// forgetful publishes each message, and on its first delivery reports a
+// failure anyway: a relay that published, had it confirmed, and did not
+// get to record it.
+type forgetful struct {
+	s    *rabbitoutbox.Sender
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (f *forgetful) Send(ctx context.Context, d outbox.Delivery) outbox.Result {
+	res := f.s.Send(ctx, d)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if res.Err == nil && !f.seen[d.ID] {
+		f.seen[d.ID] = true
+		return outbox.Result{Err: errors.New("the relay lost the outcome")}
+	}
+	return res
+}
+
+// Every message is published twice (its relay lost the first outcome),
+// so the queue holds two copies of each, with the message's ID as
+// message-id, its header and body; a consumer behind queue/rabbitmq runs
+// each message once.
+func TestOneEffectPerMessage(t *testing.T) {
+	d := dial(t, "")
+	p := db(t)
+	o := newOutbox(t, p)
+	conn, q := queue(t, d)
+	const n = 200
+	want := map[string]bool{}
+	for i := range n {
+		id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: rabbitoutbox.URL("", q), Body: fmt.Appendf(nil, "order %d", i),
+			Header: map[string][]string{"Content-Type": {"text/plain"}, "Order": {fmt.Sprint(i)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = true
+	}
+	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
+		Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: &forgetful{s: newSender(t, d), seen: map[string]bool{}}},
+		Policy:  retryhttp.Policy{BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+	eventually(t, "every message delivered", func() bool { return pending(t, p, o) == 0 })
+
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	effects := map[string]int{}
+	copies := map[string]int{}
+	handle, err := rabbitmq.Handler(rabbitmq.Options{Runner: runner, Logger: quiet}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
+		if d.ContentType != "text/plain" || d.Headers["Order"] == nil || !strings.HasPrefix(string(d.Body), "order ") {
+			return nil, fmt.Errorf("delivery lost its header or body: %+v", d)
+		}
+		mu.Lock()
+		effects[d.MessageId]++
+		mu.Unlock()
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	ds, err := ch.Consume(q, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * n {
+		select {
+		case dl := <-ds:
+			copies[dl.MessageId]++
+			handle(context.Background(), dl)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the queue held %d deliveries, want %d: each message twice", len(copies), 2*n)
+		}
+	}
+	for id := range want {
+		if copies[id] != 2 || effects[id] != 1 {
+			t.Fatalf("message %s: %d copies in the queue, %d effects; want 2 and 1", id, copies[id], effects[id])
+		}
+	}
+	if len(effects) != n {
+		t.Fatalf("%d messages had an effect, want %d", len(effects), n)
+	}
+}
+
+func delivery(t *testing.T, raw string) outbox.Delivery {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outbox.Delivery{ID: uuid.NewString(), Method: "POST", URL: u, Body: []byte("x")}
+}
+
+// A message no queue takes is returned (mandatory), not dropped: the Send
+// fails with the broker's reason. A missing exchange fails too, and the
+// Sender goes on on a new channel; a URL without exchange and key is
+// refused for good.
+func TestUndeliverable(t *testing.T) {
+	d := dial(t, "")
+	_, q := queue(t, d)
+	s := newSender(t, d)
+	ctx := context.Background()
+	res := s.Send(ctx, delivery(t, rabbitoutbox.URL("", "no-queue-"+uuid.NewString())))
+	if res.Err == nil || res.Final || !strings.Contains(res.Err.Error(), "NO_ROUTE") {
+		t.Errorf("unroutable: %+v, want a retryable error with the broker's NO_ROUTE", res)
+	}
+	res = s.Send(ctx, delivery(t, rabbitoutbox.URL("no-exchange-"+uuid.NewString(), "k")))
+	if res.Err == nil || res.Final || !strings.Contains(res.Err.Error(), "404") {
+		t.Errorf("missing exchange: %+v, want the broker's 404", res)
+	}
+	if res := s.Send(ctx, delivery(t, rabbitoutbox.URL("", q))); res.Err != nil {
+		t.Errorf("after the failures: %v", res.Err)
+	}
+	if res := s.Send(ctx, delivery(t, "amqp:no-slash")); res.Err == nil || !res.Final {
+		t.Errorf("bad URL: %+v, want refused for good", res)
+	}
+	if _, err := rabbitoutbox.New(rabbitoutbox.Options{}); err == nil {
+		t.Error("New without Dial accepted")
+	}
+}
+
+// A connection cut under the Sender fails the Sends in flight, and the
+// next Send dials again.
+func TestReconnects(t *testing.T) {
+	u, _ := url.Parse(brokerURL())
+	proxy := faultproxy.Start(t, u.Host)
+	d := dial(t, proxy.Addr())
+	_, q := queue(t, dial(t, ""))
+	s := newSender(t, d)
+	ctx := context.Background()
+	if res := s.Send(ctx, delivery(t, rabbitoutbox.URL("", q))); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	proxy.CutAll()
+	eventually(t, "a Send on a new connection", func() bool { return s.Send(ctx, delivery(t, rabbitoutbox.URL("", q))).Err == nil })
+	s.Close()
+	if res := s.Send(ctx, delivery(t, rabbitoutbox.URL("", q))); res.Err == nil {
+		t.Error("a Send after Close succeeded")
+	}
+}

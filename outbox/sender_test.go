@@ -1,0 +1,85 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/outbox"
+)
+
+// A Sender registered under a scheme delivers that scheme's messages:
+// what it accepts is delivered, what it refuses for good is dead at once,
+// a failure is retried after at least the wait it asked for, with the same
+// ID, and a scheme no Sender has is retried with the reason recorded.
+func TestSenderByScheme(t *testing.T) {
+	p := pool(t)
+	o := newOutbox(t, p)
+	ctx := context.Background()
+	var mu sync.Mutex
+	seen := map[string][]outbox.Delivery{}
+	at := map[string][]time.Time{}
+	sender := outbox.SenderFunc(func(ctx context.Context, d outbox.Delivery) outbox.Result {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[d.URL.Opaque] = append(seen[d.URL.Opaque], d)
+		at[d.URL.Opaque] = append(at[d.URL.Opaque], time.Now())
+		switch {
+		case d.URL.Opaque == "refused":
+			return outbox.Result{Err: errors.New("no such queue"), Final: true}
+		case d.URL.Opaque == "flaky" && d.Deliveries == 1:
+			return outbox.Result{Err: errors.New("broker busy"), Wait: 200 * time.Millisecond}
+		}
+		return outbox.Result{}
+	})
+	idOK, _ := o.Enqueue(ctx, p, outbox.Message{URL: "test:ok", Body: []byte("hello")})
+	idRefused, _ := o.Enqueue(ctx, p, outbox.Message{URL: "test:refused"})
+	idFlaky, _ := o.Enqueue(ctx, p, outbox.Message{URL: "test:flaky"})
+	idNone, _ := o.Enqueue(ctx, p, outbox.Message{URL: "elsewhere:x"})
+	events := &eventLog{}
+	run(t, outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{"test": sender}, Hooks: []outbox.Hook{events},
+		PollInterval: 5 * time.Millisecond,
+		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond,
+			MaxRetryAfter: time.Second, Jitter: retryhttp.NoJitter}})
+	eventually(t, "every message settled", func() bool {
+		return state(t, o, idOK).Status == outbox.Delivered && state(t, o, idRefused).Status == outbox.Dead &&
+			state(t, o, idFlaky).Status == outbox.Delivered && state(t, o, idNone).Status == outbox.Dead
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if d := seen["ok"]; len(d) != 1 || d[0].ID != idOK || string(d[0].Body) != "hello" || d[0].Method != "POST" || d[0].Deliveries != 1 {
+		t.Errorf("ok: %+v", d)
+	}
+	if s := state(t, o, idOK); s.LastStatus != 200 {
+		t.Errorf("ok: %+v, want LastStatus 200 for a Sender without statuses", s)
+	}
+	if d, s := seen["refused"], state(t, o, idRefused); len(d) != 1 || s.Deliveries != 1 || s.LastError != "no such queue" {
+		t.Errorf("refused: %d sends, %+v; want dead after 1 with its error", len(d), s)
+	}
+	if d := seen["flaky"]; len(d) != 2 || d[0].ID != idFlaky || d[1].ID != idFlaky || d[1].Deliveries != 2 {
+		t.Errorf("flaky: %+v", d)
+	} else if gap := at["flaky"][1].Sub(at["flaky"][0]); gap < 200*time.Millisecond {
+		t.Errorf("flaky was sent again %v later, want at least the 200 ms it asked for", gap)
+	}
+	if s := state(t, o, idNone); s.Deliveries != 3 || !strings.Contains(s.LastError, `no Sender for scheme "elsewhere"`) {
+		t.Errorf("no sender: %+v; want dead after 3 deliveries, the reason recorded", s)
+	}
+	if got := strings.Join(events.list(), ","); !strings.Contains(got, "dead "+idRefused+" 0 1") || !strings.Contains(got, "retried "+idFlaky+" 0 1") {
+		t.Errorf("events %s", got)
+	}
+}
+
+// NewRelay refuses Senders it could not use.
+func TestSendersValidated(t *testing.T) {
+	o := newOutbox(t, pool(t))
+	ok := outbox.SenderFunc(func(context.Context, outbox.Delivery) outbox.Result { return outbox.Result{} })
+	for scheme, s := range map[string]outbox.Sender{"https": ok, "NATS": ok, "": ok, "nats": nil} {
+		if _, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{scheme: s}}); err == nil {
+			t.Errorf("scheme %q (%v): NewRelay accepted it", scheme, s)
+		}
+	}
+}
