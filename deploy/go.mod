@@ -11,6 +11,8 @@ require (
 	github.com/prometheus/prometheus v0.313.2
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/queue/natsjs v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.4
 )
 
@@ -150,6 +152,9 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/mwitkow/go-conntrack v0.0.0-20190716064945-2f068394615f // indirect
+	github.com/nats-io/nats.go v1.52.0 // indirect
+	github.com/nats-io/nkeys v0.4.15 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/nsf/jsondiff v0.0.0-20260207060731-8e8d90c4c0ac // indirect
 	github.com/oklog/ulid/v2 v2.1.1 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
@@ -166,6 +171,7 @@ require (
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/prometheus/sigv4 v0.4.1 // indirect
+	github.com/rabbitmq/amqp091-go v1.16.0 // indirect
 	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
 	github.com/scaleway/scaleway-sdk-go v1.0.0-beta.36 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
@@ -220,4 +226,6 @@ replace (
 	github.com/retryhttp/retryhttp => ../
 	github.com/retryhttp/retryhttp/outbox => ../outbox
 	github.com/retryhttp/retryhttp/pgschema => ../pgschema
+	github.com/retryhttp/retryhttp/queue/natsjs => ../queue/natsjs
+	github.com/retryhttp/retryhttp/queue/rabbitmq => ../queue/rabbitmq
 )

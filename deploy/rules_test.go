@@ -31,6 +31,8 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/queue/natsjs"
+	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 )
 
 // promtool's own checks and unit tests of the alerts: each scenario (a
@@ -231,6 +233,32 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	relayStop := relay(t, reg)
 	defer relayStop()
 
+	// Two queue consumers' metrics: told what a consumer wrapper tells
+	// its hooks, deliveries processed, duplicated, failed and redelivered,
+	// and dead.
+	natsMetrics, err := natsjs.NewMetrics(reg, "fulfilment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rabbitMetrics, err := rabbitmq.NewMetrics(reg, "emails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consume := func(round int) {
+		for i := range 10 {
+			k := []natsjs.EventKind{natsjs.EventProcessed, natsjs.EventProcessed, natsjs.EventDuplicate, natsjs.EventFailed}[i%4]
+			if i == 9 && round%5 == 0 {
+				k = natsjs.EventTerminated
+			}
+			natsMetrics.OnEvent(context.Background(), natsjs.Event{Kind: k, Deliveries: uint64(1 + i%3)})
+			rk := []rabbitmq.EventKind{rabbitmq.EventProcessed, rabbitmq.EventDuplicate, rabbitmq.EventFailed}[i%3]
+			if i == 9 && round%5 == 0 {
+				rk = rabbitmq.EventRejected
+			}
+			rabbitMetrics.OnEvent(context.Background(), rabbitmq.Event{Kind: rk, Redelivered: i%2 == 1})
+		}
+	}
+
 	var scrapes [][]*dto.MetricFamily
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 40 {
@@ -259,6 +287,7 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 				}
 			}
 		}
+		consume(round)
 		fams, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)

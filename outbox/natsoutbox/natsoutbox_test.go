@@ -41,7 +41,7 @@ func natsURL() string {
 
 // connect reaches the tests' NATS with JetStream; without it the test is
 // skipped loudly, and fails under CI=true.
-func connect(t *testing.T) jetstream.JetStream {
+func connect(t testing.TB) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
 	if err != nil {
@@ -57,7 +57,7 @@ func connect(t *testing.T) jetstream.JetStream {
 
 // stream makes a stream of the test's own on one subject, deleted when
 // the test ends.
-func stream(t *testing.T, js jetstream.JetStream, window time.Duration) (string, jetstream.Stream) {
+func stream(t testing.TB, js jetstream.JetStream, window time.Duration) (string, jetstream.Stream) {
 	t.Helper()
 	name := "OUTBOX_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	subject := strings.ToLower(name) + ".placed"
@@ -69,7 +69,7 @@ func stream(t *testing.T, js jetstream.JetStream, window time.Duration) (string,
 	return subject, s
 }
 
-func db(t *testing.T) *pgxpool.Pool {
+func db(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -86,7 +86,7 @@ func db(t *testing.T) *pgxpool.Pool {
 
 // newOutbox makes an outbox on a table of the test's own (or the one
 // named), dropped after the test by whoever made it.
-func newOutbox(t *testing.T, p *pgxpool.Pool, table string) *outbox.Outbox {
+func newOutbox(t testing.TB, p *pgxpool.Pool, table string) *outbox.Outbox {
 	t.Helper()
 	mine := table == ""
 	if mine {
@@ -131,7 +131,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-func pending(t *testing.T, p *pgxpool.Pool, o *outbox.Outbox) int {
+func pending(t testing.TB, p *pgxpool.Pool, o *outbox.Outbox) int {
 	var n int
 	if err := p.QueryRow(context.Background(), "SELECT count(*) FROM "+o.Table()+" WHERE status <> 'delivered'").Scan(&n); err != nil {
 		t.Fatal(err)

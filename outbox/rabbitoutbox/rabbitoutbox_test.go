@@ -42,7 +42,7 @@ func brokerURL() string {
 // dial reaches the broker at addr (host:port), or the tests' own when
 // addr is ""; an unreachable broker skips the test loudly, and fails it
 // under CI=true.
-func dial(t *testing.T, addr string) func() (*amqp.Connection, error) {
+func dial(t testing.TB, addr string) func() (*amqp.Connection, error) {
 	t.Helper()
 	u, err := url.Parse(brokerURL())
 	if err != nil {
@@ -62,7 +62,7 @@ func dial(t *testing.T, addr string) func() (*amqp.Connection, error) {
 	return d
 }
 
-func newSender(t *testing.T, d func() (*amqp.Connection, error)) *rabbitoutbox.Sender {
+func newSender(t testing.TB, d func() (*amqp.Connection, error)) *rabbitoutbox.Sender {
 	t.Helper()
 	s, err := rabbitoutbox.New(rabbitoutbox.Options{Dial: d})
 	if err != nil {
@@ -73,7 +73,7 @@ func newSender(t *testing.T, d func() (*amqp.Connection, error)) *rabbitoutbox.S
 }
 
 // queue declares a queue of the test's own, deleted when it ends.
-func queue(t *testing.T, d func() (*amqp.Connection, error)) (*amqp.Connection, string) {
+func queue(t testing.TB, d func() (*amqp.Connection, error)) (*amqp.Connection, string) {
 	t.Helper()
 	conn, err := d()
 	if err != nil {
@@ -94,7 +94,7 @@ func queue(t *testing.T, d func() (*amqp.Connection, error)) (*amqp.Connection, 
 	return conn, name
 }
 
-func db(t *testing.T) *pgxpool.Pool {
+func db(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -109,7 +109,7 @@ func db(t *testing.T) *pgxpool.Pool {
 	return p
 }
 
-func newOutbox(t *testing.T, p *pgxpool.Pool) *outbox.Outbox {
+func newOutbox(t testing.TB, p *pgxpool.Pool) *outbox.Outbox {
 	t.Helper()
 	table := "outbox_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	o, err := outbox.New(p, table)

@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/nats-io/nats.go v1.52.0
+	github.com/prometheus/client_golang v1.24.0
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
@@ -16,7 +17,6 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/nkeys v0.4.15 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
-	github.com/prometheus/client_golang v1.24.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect

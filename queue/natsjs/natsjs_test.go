@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
@@ -27,7 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // connect reaches RETRYHTTP_TEST_NATS (default the machine's NATS with
 // JetStream); without it the test is skipped loudly, and fails under
 // CI=true.
-func connect(t *testing.T) jetstream.JetStream {
+func connect(t testing.TB) jetstream.JetStream {
 	t.Helper()
 	url := os.Getenv("RETRYHTTP_TEST_NATS")
 	if url == "" {
@@ -51,7 +53,7 @@ func connect(t *testing.T) jetstream.JetStream {
 
 // stream makes a stream and a durable consumer of the test's own, deleted
 // when it ends.
-func stream(t *testing.T, js jetstream.JetStream, ackWait time.Duration) (subject string, cons jetstream.Consumer) {
+func stream(t testing.TB, js jetstream.JetStream, ackWait time.Duration) (subject string, cons jetstream.Consumer) {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("RETRYHTTP_%d", time.Now().UnixNano())
@@ -114,11 +116,16 @@ func TestExactlyOncePerOrder(t *testing.T) {
 	var rngMu sync.Mutex
 	chance := func(p float64) bool { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() < p }
 	hooks := &counter{}
+	reg := prometheus.NewRegistry()
+	metrics, err := natsjs.NewMetrics(reg, "fulfilment")
+	if err != nil {
+		t.Fatal(err)
+	}
 	handler, err := natsjs.Handler(natsjs.Options{
 		Runner: runner,
 		Key:    func(m jetstream.Msg) (string, error) { return string(m.Data()), nil }, // the business key
 		Policy: retryhttp.Policy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
-		Hooks:  []natsjs.Hook{hooks},
+		Hooks:  []natsjs.Hook{hooks, metrics},
 		Logger: quiet(),
 	}, func(ctx context.Context, m jetstream.Msg) ([]byte, error) {
 		runs.Add(1)
@@ -193,6 +200,38 @@ func TestExactlyOncePerOrder(t *testing.T) {
 	if hooks.get(natsjs.EventFailed) == 0 {
 		t.Error("no failure was redelivered")
 	}
+	// The metrics count what the hooks were told.
+	for _, k := range []natsjs.EventKind{natsjs.EventProcessed, natsjs.EventDuplicate, natsjs.EventFailed, natsjs.EventTerminated} {
+		if got := messages(t, reg, k.String()); got != float64(hooks.get(k)) {
+			t.Errorf("queue_messages_total{outcome=%q} %v, want the hooks' %d", k, got, hooks.get(k))
+		}
+	}
+}
+
+// messages is queue_messages_total for outcome, of this broker and the
+// test's consumer.
+func messages(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "queue_messages_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["outcome"] == outcome && labels["consumer"] == "fulfilment" && labels["broker"] == "nats" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no queue_messages_total series for outcome %q", outcome)
+	return 0
 }
 
 // A message without a key cannot be deduplicated: it is terminated, and

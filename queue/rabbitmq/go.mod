@@ -3,6 +3,7 @@ module github.com/retryhttp/retryhttp/queue/rabbitmq
 go 1.25.0
 
 require (
+	github.com/prometheus/client_golang v1.24.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
@@ -13,7 +14,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_golang v1.24.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect

@@ -15,6 +15,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
@@ -25,7 +27,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // dial reaches RETRYHTTP_TEST_AMQP (default the machine's RabbitMQ,
 // guest/guest); without it the test is skipped loudly, and fails under
 // CI=true.
-func dial(t *testing.T) *amqp.Connection {
+func dial(t testing.TB) *amqp.Connection {
 	t.Helper()
 	url := os.Getenv("RETRYHTTP_TEST_AMQP")
 	if url == "" {
@@ -50,7 +52,7 @@ func dial(t *testing.T) *amqp.Connection {
 }
 
 // queue declares a queue of the test's own, deleted when it ends.
-func queue(t *testing.T, conn *amqp.Connection) string {
+func queue(t testing.TB, conn *amqp.Connection) string {
 	t.Helper()
 	ch, err := conn.Channel()
 	if err != nil {
@@ -125,11 +127,16 @@ func TestExactlyOncePerOrder(t *testing.T) {
 	var rngMu sync.Mutex
 	chance := func(p float64) bool { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() < p }
 	hooks := &counter{}
+	reg := prometheus.NewRegistry()
+	metrics, err := rabbitmq.NewMetrics(reg, "fulfilment")
+	if err != nil {
+		t.Fatal(err)
+	}
 	handle, err := rabbitmq.Handler(rabbitmq.Options{
 		Runner: runner,
 		Key:    func(d amqp.Delivery) (string, error) { return string(d.Body), nil }, // the business key
 		Policy: retryhttp.Policy{BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
-		Hooks:  []rabbitmq.Hook{hooks},
+		Hooks:  []rabbitmq.Hook{hooks, metrics},
 		Logger: slog.New(slog.DiscardHandler),
 	}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
 		runs.Add(1)
@@ -261,6 +268,38 @@ func TestExactlyOncePerOrder(t *testing.T) {
 	if hooks.get(rabbitmq.EventFailed) == 0 {
 		t.Error("no failure was requeued")
 	}
+	// The metrics count what the hooks were told.
+	for _, k := range []rabbitmq.EventKind{rabbitmq.EventProcessed, rabbitmq.EventDuplicate, rabbitmq.EventFailed, rabbitmq.EventRejected} {
+		if got := messages(t, reg, k.String()); got != float64(hooks.get(k)) {
+			t.Errorf("queue_messages_total{outcome=%q} %v, want the hooks' %d", k, got, hooks.get(k))
+		}
+	}
+}
+
+// messages is queue_messages_total for outcome, of this broker and the
+// test's consumer.
+func messages(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "queue_messages_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["outcome"] == outcome && labels["consumer"] == "fulfilment" && labels["broker"] == "rabbitmq" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no queue_messages_total series for outcome %q", outcome)
+	return 0
 }
 
 // A delivery without a key cannot be deduplicated: it is rejected, and
