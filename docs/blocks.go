@@ -23,7 +23,11 @@ import (
 	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+	"github.com/retryhttp/retryhttp/queue/riverjob"
 	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 	stripe "github.com/stripe/stripe-go/v82"
 	"log/slog"
 	"net/http"
@@ -286,6 +290,20 @@ func exactlyonce6_0() {
 	_ = ship
 	_ = ctx
 	_ = handle
+	_ = err
+}
+
+// exactly-once.md, block 7
+func exactlyonce7_0() {
+	var pool *pgxpool.Pool
+	var workers *river.Workers
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Middleware: []rivertype.Middleware{riverjob.New(riverjob.Options{})},
+		Workers:    workers,
+	})
+	_ = pool
+	_ = workers
+	_ = client
 	_ = err
 }
 

@@ -49,6 +49,10 @@ var imports = map[string]string{
 	"rabbitmq":      "github.com/retryhttp/retryhttp/queue/rabbitmq",
 	"amqp":          "github.com/rabbitmq/amqp091-go",
 	"natsoutbox":    "github.com/retryhttp/retryhttp/outbox/natsoutbox",
+	"river":         "github.com/riverqueue/river",
+	"riverpgxv5":    "github.com/riverqueue/river/riverdriver/riverpgxv5",
+	"rivertype":     "github.com/riverqueue/river/rivertype",
+	"riverjob":      "github.com/retryhttp/retryhttp/queue/riverjob",
 	"rabbitoutbox":  "github.com/retryhttp/retryhttp/outbox/rabbitoutbox",
 }
 

@@ -12,6 +12,7 @@ replace (
 	github.com/retryhttp/retryhttp/pgschema => ../pgschema
 	github.com/retryhttp/retryhttp/queue/natsjs => ../queue/natsjs
 	github.com/retryhttp/retryhttp/queue/rabbitmq => ../queue/rabbitmq
+	github.com/retryhttp/retryhttp/queue/riverjob => ../queue/riverjob
 )
 
 require (
@@ -30,6 +31,10 @@ require (
 	github.com/retryhttp/retryhttp/outbox/rabbitoutbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/natsjs v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/queue/riverjob v0.0.0-00010101000000-000000000000
+	github.com/riverqueue/river v0.44.1
+	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.44.1
+	github.com/riverqueue/river/rivertype v0.44.1
 	github.com/stripe/stripe-go/v82 v82.5.1
 )
 
@@ -51,6 +56,12 @@ require (
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
+	github.com/riverqueue/river/riverdriver v0.44.1 // indirect
+	github.com/riverqueue/river/rivershared v0.44.1 // indirect
+	github.com/tidwall/gjson v1.19.0 // indirect
+	github.com/tidwall/match v1.2.0 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.49.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
