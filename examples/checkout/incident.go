@@ -9,12 +9,15 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryhttp/retryhttp"
@@ -22,6 +25,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
 )
 
 // Config is one run of the incident.
@@ -42,10 +46,17 @@ type Config struct {
 	DropMail     float64       // relay or checkout ← mail: the mail went out, the answer is lost
 	Flicker      time.Duration // the provider answers 503 for this long (its 30 s flicker, compressed)
 	RelayCrashes time.Duration // the relay is killed (its context cut mid-delivery) this often
-	Seed         uint64
+	// ConsumerKills: the fulfilment consumer, a process of its own, is
+	// killed with SIGKILL about this often (up to twice it) and started
+	// again; 0 runs the third layer without it.
+	ConsumerKills time.Duration
+	DropShipping  float64 // consumer ← shipping: shipped, the answer lost
+	Seed          uint64
 
-	Pool  *pgxpool.Pool
-	Redis *redis.Client
+	Pool      *pgxpool.Pool
+	Redis     *redis.Client
+	RedisAddr string // for the consumer processes
+	NATS      string // NATS with JetStream; "" leaves the third layer out
 }
 
 // Result counts the effects per order.
@@ -54,12 +65,20 @@ type Result struct {
 	FailedWhy                         []string
 	Charges, ChargeDups, ChargeMissed int // charges made; orders charged more than once; succeeded orders not charged
 	Emails, EmailDups, EmailMissed    int
+	Shipments, ShipDups, ShipMissed   int // the third layer's; zero without NATS
+	ConsumersKilled                   int
 	ProviderCalls                     int // requests the provider saw
 }
 
-func (r Result) ExactlyOnce() bool {
-	return r.Failed == 0 && r.ChargeDups == 0 && r.ChargeMissed == 0 && r.EmailDups == 0 && r.EmailMissed == 0 &&
+// ExactlyOnce reports whether every order was charged, mailed and (with
+// the third layer) shipped once, and nothing more.
+func (r Result) ExactlyOnce(thirdLayer bool) bool {
+	ok := r.Failed == 0 && r.ChargeDups == 0 && r.ChargeMissed == 0 && r.EmailDups == 0 && r.EmailMissed == 0 &&
 		r.Charges == r.Orders && r.Emails == r.Orders
+	if thirdLayer {
+		ok = ok && r.ShipDups == 0 && r.ShipMissed == 0 && r.Shipments == r.Orders
+	}
+	return ok
 }
 
 // counter counts effects per order.
@@ -101,6 +120,12 @@ func readOrder(r *http.Request) int {
 type chance struct {
 	mu  sync.Mutex
 	rng *rand.Rand
+}
+
+func (c *chance) float() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rng.Float64()
 }
 
 func (c *chance) hit(p float64) bool {
@@ -174,6 +199,44 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	})), cfg.DropMail, coin))
 	defer mail.Close()
 
+	// The third layer: "order placed" on a JetStream stream of the run's
+	// own, and the shipping provider the fulfilment consumer calls, behind
+	// the idempotency middleware, flickering like the payment provider.
+	var shipments counter
+	var js jetstream.JetStream
+	var shipping *httptest.Server
+	streamName, subject := "CHECKOUT_"+suffix, "checkout."+suffix+".placed"
+	if cfg.NATS != "" {
+		nc, err := nats.Connect(cfg.NATS)
+		if err != nil {
+			return Result{}, err
+		}
+		defer nc.Close()
+		if js, err = jetstream.New(nc); err != nil {
+			return Result{}, err
+		}
+		drop, err := stream(ctx, js, streamName, subject)
+		if err != nil {
+			return Result{}, err
+		}
+		defer drop()
+		shipMW, err := idempotency.New(idempotency.Options{Logger: quiet})
+		if err != nil {
+			return Result{}, err
+		}
+		shipping = httptest.NewServer(dropAfter(shipMW.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			now := time.Now().UnixNano()
+			if now >= flickerFrom.Load() && now < flickerTo.Load() {
+				http.Error(w, "flicker", http.StatusServiceUnavailable)
+				return
+			}
+			time.Sleep(2 * time.Millisecond) // a shipment takes a moment: a consumer killed now dies mid-message
+			shipments.add(readOrder(r))
+			w.WriteHeader(http.StatusCreated)
+		})), cfg.DropShipping, coin))
+		defer shipping.Close()
+	}
+
 	// The checkout service: the middleware on PostgreSQL in transactional
 	// mode; the provider behind a retryhttp.Transport; the order row, and
 	// with the pieces the receipt, in the request's transaction.
@@ -231,10 +294,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			http.Error(w, "payment provider: "+err.Error(), http.StatusBadGateway)
 			return
 		}
-		if !cfg.Pieces { // the receipt goes out straight away, before the commit
+		if !cfg.Pieces { // the receipt and the event go out straight away, before the commit
 			if err := post(context.Background(), toMail, mail.URL+"/send", order); err != nil {
 				http.Error(w, "mail: "+err.Error(), http.StatusBadGateway)
 				return
+			}
+			if js != nil {
+				if _, err := js.Publish(r.Context(), subject, fmt.Appendf(nil, `{"order":%d}`, order)); err != nil {
+					http.Error(w, "events: "+err.Error(), http.StatusBadGateway)
+					return
+				}
 			}
 		}
 		if coin.hit(cfg.Crash) {
@@ -248,6 +317,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: mail.URL + "/send", Body: []byte(fmt.Sprintf(`{"order":%d}`, order)),
 				Header: http.Header{"Content-Type": {"application/json"}}})
 		}
+		if err == nil && cfg.Pieces && js != nil { // "order placed", published by the relay with its ID as Nats-Msg-Id
+			_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: natsoutbox.URL(subject), Body: fmt.Appendf(nil, `{"order":%d}`, order)})
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
@@ -257,14 +329,22 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer checkout.Close()
 
 	// The relay, killed and started again while it works.
+	senders := map[string]outbox.Sender{}
+	if js != nil {
+		s, err := natsoutbox.New(js)
+		if err != nil {
+			return Result{}, err
+		}
+		senders[natsoutbox.Scheme] = s
+	}
 	relayCtx, stopRelays := context.WithCancel(ctx)
 	var relays sync.WaitGroup
 	if cfg.Pieces {
 		relays.Go(func() {
 			for relayCtx.Err() == nil {
 				r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box, Lease: time.Second, PollInterval: 20 * time.Millisecond,
-					Policy: retryhttp.Policy{MaxAttempts: 1000, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
-					Client: &http.Client{Timeout: 500 * time.Millisecond}, Logger: quiet})
+					Policy:  retryhttp.Policy{MaxAttempts: 1000, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
+					Senders: senders, Client: &http.Client{Timeout: 500 * time.Millisecond}, Logger: quiet})
 				if err != nil {
 					panic(err)
 				}
@@ -284,6 +364,25 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	start := time.Now()
 	flickerFrom.Store(start.Add(300 * time.Millisecond).UnixNano())
 	flickerTo.Store(start.Add(300*time.Millisecond + cfg.Flicker).UnixNano())
+	// The fulfilment consumers, killed and started again while they work.
+	stopFleet := make(chan struct{})
+	fleetDone := make(chan error, 1)
+	var killed int
+	if js != nil {
+		f := fulfilment{NATS: cfg.NATS, Stream: streamName, Durable: "fulfilment", Redis: cfg.RedisAddr,
+			Prefix: "checkout-fulfilment:" + suffix + ":", Shipping: shipping.URL, Pieces: cfg.Pieces}
+		every := cfg.ConsumerKills
+		if every == 0 {
+			every = time.Hour
+		}
+		go func() {
+			var err error
+			killed, err = fleet(stopFleet, f, every, coin, os.Stderr)
+			fleetDone <- err
+		}()
+	} else {
+		close(fleetDone)
+	}
 	failed := atomic.Int64{}
 	var whyMu sync.Mutex
 	var why []string
@@ -315,13 +414,35 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 		}
 	}
+	if js != nil { // wait for the shipments
+		var err error
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var ok bool
+			if ok, err = drained(ctx, js, streamName); ok && err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				err = errNotDrained
+				break
+			}
+		}
+		close(stopFleet)
+		if ferr := <-fleetDone; ferr != nil {
+			err = ferr
+		}
+		if err != nil {
+			stopRelays()
+			relays.Wait()
+			return Result{}, err
+		}
+	}
 	stopRelays()
 	relays.Wait()
 	toProvider.CloseIdleConnections()
 	toMail.CloseIdleConnections()
 	sdk.CloseIdleConnections()
 
-	res := Result{Orders: cfg.Orders, Failed: int(failed.Load()), FailedWhy: why, ProviderCalls: int(providerCalls.Load())}
+	res := Result{Orders: cfg.Orders, Failed: int(failed.Load()), FailedWhy: why, ProviderCalls: int(providerCalls.Load()), ConsumersKilled: killed}
 	var committed []int
 	rows, err := cfg.Pool.Query(ctx, "SELECT id FROM "+orders)
 	if err != nil {
@@ -345,12 +466,22 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.EmailDups++
 		}
 	}
+	sh := shipments.get()
+	for _, n := range sh {
+		res.Shipments += n
+		if n > 1 {
+			res.ShipDups++
+		}
+	}
 	for _, id := range committed {
 		if c[id] == 0 {
 			res.ChargeMissed++
 		}
 		if e[id] == 0 {
 			res.EmailMissed++
+		}
+		if js != nil && sh[id] == 0 {
+			res.ShipMissed++
 		}
 	}
 	return res, nil

@@ -8,8 +8,16 @@
 //	go run ./examples/checkout            # 1,000 orders, about 10 s
 //	go run ./examples/checkout -orders 5000
 //
-// It needs the PostgreSQL and Redis the tests use (RETRYHTTP_TEST_POSTGRES,
-// RETRYHTTP_TEST_REDIS; by default the local servers).
+// The third layer: the checkout publishes "order placed" through the
+// outbox to NATS JetStream (with the pieces; straight away without them),
+// and a fulfilment consumer, a process of its own that is killed with
+// SIGKILL while it works, calls a shipping provider for each event: with
+// the pieces, through queue/natsjs under the order as its key, with keys
+// derived from it.
+//
+// It needs the PostgreSQL, Redis and NATS the tests use
+// (RETRYHTTP_TEST_POSTGRES, RETRYHTTP_TEST_REDIS, RETRYHTTP_TEST_NATS; by
+// default the local servers); -nats "" leaves the third layer out.
 package main
 
 import (
@@ -25,7 +33,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if os.Getenv(consumerRole) != "" { // a fulfilment consumer this program started
+		os.Exit(consume(os.Args[1:], os.Stderr))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("checkout", flag.ContinueOnError)
@@ -35,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seed of the faults")
 	pgDSN := fs.String("postgres", envOr("RETRYHTTP_TEST_POSTGRES", defaultPostgres), "PostgreSQL to use")
 	redisAddr := fs.String("redis", envOr("RETRYHTTP_TEST_REDIS", defaultRedis), "Redis to use")
+	natsURL := fs.String("nats", envOr("RETRYHTTP_TEST_NATS", defaultNATS), `NATS with JetStream for the third layer; "" leaves it out`)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -58,13 +72,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "checkout: Redis at %s: %v\n", *redisAddr, err)
 		return 1
 	}
-	cfg := Incident(*orders, *conc, *seed, pool, rdb)
+	cfg := Incident(*orders, *conc, *seed, pool, rdb, *redisAddr, *natsURL)
 	fmt.Fprintf(stdout, "%d orders, %d at a time. Faults: %.0f%% of checkout answers lost, %.0f%% of checkouts crash between the\n"+
-		"provider call and their commit, %.0f%% of provider and mail answers lost, a %v provider flicker (its 30 s, compressed),\n"+
-		"the outbox relay killed every %v.\n\n", cfg.Orders, cfg.Concurrency, 100*cfg.DropClient, 100*cfg.Crash,
+		"provider call and their commit, %.0f%% of provider, mail and shipping answers lost, a %v provider and shipping flicker\n"+
+		"(its 30 s, compressed), the outbox relay killed every %v", cfg.Orders, cfg.Concurrency, 100*cfg.DropClient, 100*cfg.Crash,
 		100*cfg.DropProvider, cfg.Flicker, cfg.RelayCrashes)
+	if cfg.NATS != "" {
+		fmt.Fprintf(stdout, ", the fulfilment consumer killed with SIGKILL every %v to %v", cfg.ConsumerKills, 2*cfg.ConsumerKills)
+	}
+	fmt.Fprint(stdout, ".\n\n")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\tcharges\tcharged twice+\temails\tmailed twice+\tnot mailed\tfailed orders\tprovider calls\ttime\t")
+	fmt.Fprintln(tw, "\tcharges\tcharged twice+\temails\tmailed twice+\tnot mailed\tshipments\tshipped twice+\tnot shipped\tconsumers killed\tfailed orders\tprovider calls\ttime\t")
 	ok := true
 	for _, pieces := range []bool{false, true} {
 		cfg.Pieces = pieces
@@ -77,27 +95,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 		name := "each layer on its own"
 		if pieces {
 			name = "with the cross-layer pieces"
-			ok = res.ExactlyOnce()
+			ok = res.ExactlyOnce(cfg.NATS != "")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n", name, res.Charges, res.ChargeDups, res.Emails, res.EmailDups,
-			res.EmailMissed, res.Failed, res.ProviderCalls, time.Since(start).Round(100*time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n", name, res.Charges, res.ChargeDups, res.Emails, res.EmailDups,
+			res.EmailMissed, res.Shipments, res.ShipDups, res.ShipMissed, res.ConsumersKilled, res.Failed, res.ProviderCalls,
+			time.Since(start).Round(100*time.Millisecond))
 	}
 	tw.Flush()
 	if !ok {
-		fmt.Fprintln(stderr, "checkout: with the pieces, some order was not charged and mailed exactly once")
+		fmt.Fprintln(stderr, "checkout: with the pieces, some order was not charged, mailed and shipped exactly once")
 		return 1
 	}
-	fmt.Fprintln(stdout, "\nwith the pieces: every order charged once and mailed once.")
+	fmt.Fprintln(stdout, "\nwith the pieces: every order charged once, mailed once and shipped once.")
 	return 0
 }
 
 // Incident is the run both modes share: faults at every hop.
-func Incident(orders, concurrency int, seed uint64, pool *pgxpool.Pool, rdb *redis.Client) Config {
+func Incident(orders, concurrency int, seed uint64, pool *pgxpool.Pool, rdb *redis.Client, redisAddr, natsURL string) Config {
 	return Config{
 		Orders: orders, Concurrency: concurrency, Seed: seed,
-		DropClient: 0.05, Crash: 0.05, DropProvider: 0.05, DropMail: 0.05,
-		Flicker: 1500 * time.Millisecond, RelayCrashes: 300 * time.Millisecond,
-		Pool: pool, Redis: rdb,
+		DropClient: 0.05, Crash: 0.05, DropProvider: 0.05, DropMail: 0.05, DropShipping: 0.05,
+		Flicker: 1500 * time.Millisecond, RelayCrashes: 300 * time.Millisecond, ConsumerKills: 300 * time.Millisecond,
+		Pool: pool, Redis: rdb, RedisAddr: redisAddr, NATS: natsURL,
 	}
 }
 
@@ -105,6 +124,7 @@ func Incident(orders, concurrency int, seed uint64, pool *pgxpool.Pool, rdb *red
 const (
 	defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	defaultRedis    = "127.0.0.1:6379"
+	defaultNATS     = "nats://127.0.0.1:4222"
 )
 
 // envOr is the environment variable name, or def when it is unset.
