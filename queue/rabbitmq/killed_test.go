@@ -1,0 +1,179 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/idempotency/redisstore"
+	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+)
+
+// The consumer process of TestConsumersKilled, run by the test binary
+// with these variables set: it consumes the queue, runs each delivery once
+// per order through a Runner on Redis (shared by every consumer process),
+// and ships the order with a key derived from it, until it is killed.
+const (
+	childQueue    = "RABBITMQ_TEST_CHILD_QUEUE"
+	childPrefix   = "RABBITMQ_TEST_CHILD_PREFIX"
+	childShipping = "RABBITMQ_TEST_CHILD_SHIPPING"
+)
+
+func TestChildConsumer(t *testing.T) {
+	q := os.Getenv(childQueue)
+	if q == "" {
+		t.Skip("run by TestConsumersKilled")
+	}
+	conn := dial(t)
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	store, err := redisstore.New(rdb, os.Getenv(childPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: store, Kind: "shipping", LockTimeout: 2 * time.Second,
+		Retention: time.Minute, Logger: quietLog}) // the test's keys leave the shared Redis soon after
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Logger: quietLog,
+		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}
+	handle, err := rabbitmq.Handler(rabbitmq.Options{Runner: runner, Logger: quietLog,
+		Key:    func(d amqp.Delivery) (string, error) { return string(d.Body), nil }, // the order, whichever message carries it
+		Policy: retryhttp.Policy{BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+	}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", os.Getenv(childShipping), strings.NewReader(string(d.Body)))
+		resp, err := client.Do(req) // the key derived from the order: the same on every delivery
+		if err != nil {
+			return nil, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return nil, fmt.Errorf("shipping answered %d", resp.StatusCode)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Qos(50, 0, false)
+	ds, err := ch.Consume(q, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := range ds {
+		go handle(context.Background(), d)
+	}
+}
+
+// 1,000 orders on a real RabbitMQ queue, 100 of them published twice
+// under two message IDs, consumed by processes of the test's own that are
+// killed with SIGKILL every 150 to 300 ms and started again: what a killed
+// consumer held is redelivered to the next one (RabbitMQ redelivers
+// unacknowledged deliveries when their channel dies). The consumers share a
+// Runner on Redis, and ship with keys derived from the order through a
+// Transport to a shipping service behind the idempotency middleware: each
+// order ships exactly once.
+func TestConsumersKilled(t *testing.T) {
+	if os.Getenv(childQueue) != "" {
+		t.Skip("in the child")
+	}
+	conn := dial(t)
+	if err := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()}).Ping(context.Background()).Err(); err != nil {
+		testenv.Unreachable(t, "Redis", testenv.RedisAddr(), err)
+	}
+	q := queue(t, conn)
+	mw, err := idempotency.New(idempotency.Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	shipped := map[string]int{}
+	shipping := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		time.Sleep(time.Millisecond) // a shipment takes a moment: a kill lands mid-message
+		mu.Lock()
+		shipped[string(body)]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	})))
+	defer shipping.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	const orders = 1000
+	for i := range orders {
+		for copy := range 1 + btoi(i%10 == 0) {
+			if err := ch.PublishWithContext(context.Background(), "", q, false, false,
+				amqp.Publishing{MessageId: fmt.Sprint("msg-", i, "-", copy), Body: []byte(fmt.Sprint("order-", i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	done := func() int { mu.Lock(); defer mu.Unlock(); return len(shipped) }
+	kills := 0
+	prefix := "retryhttp-test-killed:" + q + ":"
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		child := exec.Command(os.Args[0], "-test.run=^TestChildConsumer$")
+		child.Env = append(os.Environ(), childQueue+"="+q, childPrefix+"="+prefix, childShipping+"="+shipping.URL)
+		child.Stdout, child.Stderr = io.Discard, os.Stderr
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		life := 150*time.Millisecond + time.Duration(kills%4)*50*time.Millisecond
+		if done() >= orders*9/10 {
+			life = 5 * time.Second // the last one finishes the queue
+		}
+		time.Sleep(life)
+		child.Process.Signal(syscall.SIGKILL)
+		child.Wait()
+		if st, err := ch.QueueDeclarePassive(q, false, false, false, false, nil); err == nil && st.Messages == 0 && done() == orders {
+			break
+		}
+		kills++
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d orders shipped after %d kills", done(), orders, kills)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for order, n := range shipped {
+		if n != 1 {
+			t.Errorf("%s shipped %d times, want 1", order, n)
+		}
+	}
+	if kills == 0 {
+		t.Error("no consumer was killed")
+	}
+	t.Logf("%d orders shipped once each, across %d consumers killed with SIGKILL", len(shipped), kills)
+}
+
+var quietLog = slog.New(slog.DiscardHandler)
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
