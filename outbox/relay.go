@@ -27,9 +27,9 @@ type RelayOptions struct {
 	// Client sends each http and https delivery. nil means an
 	// http.Client over a retryhttp.Transport that sends each delivery once
 	// (the relay is the retry layer: its Policy spaces the deliveries),
-	// with a timeout of 30 s or half the Lease, whichever is shorter, so
-	// that any Lease works with it. A Client's timeout must be shorter
-	// than Lease.
+	// keeps Batch idle connections per host, and times out after 30 s or
+	// half the Lease, whichever is shorter, so that any Lease works with
+	// it. A Client's timeout must be shorter than Lease.
 	Client *http.Client
 	// Senders deliver the messages whose URL has another scheme than
 	// http and https, by scheme ("nats", "amqp", ...; see Sender). A
@@ -128,9 +128,14 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		o.Logger = slog.Default()
 	}
 	if o.Client == nil {
+		// Up to Batch deliveries run at once, often to one receiver: keep
+		// as many connections to it idle, where http.DefaultTransport keeps
+		// 2 and would dial the rest anew for every batch.
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		base.MaxIdleConnsPerHost = o.Batch
 		o.Client = &http.Client{
 			// The relay logs its deliveries' failures itself.
-			Transport: &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)},
+			Transport: &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)},
 			Timeout:   min(defaultClientTimeout, o.Lease/2),
 		}
 	}
@@ -242,8 +247,10 @@ func (r *Relay) Run(ctx context.Context) error {
 			case <-t.C:
 				break waiting
 			case <-freed:
-				if backlog {
-					break waiting // a slot for the messages still due
+				// Slots for the messages still due: lease when half the batch
+				// is free, not a statement per message that ends.
+				if backlog && r.o.Batch-int(inFlight.Load()) >= (r.o.Batch+1)/2 {
+					break waiting
 				}
 			}
 		}
