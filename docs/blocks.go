@@ -298,7 +298,7 @@ func exactlyonce7_0() {
 	var pool *pgxpool.Pool
 	var workers *river.Workers
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Middleware: []rivertype.Middleware{riverjob.New(riverjob.Options{})},
+		Middleware: []rivertype.Middleware{&riverjob.Middleware{}},
 		Workers:    workers,
 	})
 	_ = pool

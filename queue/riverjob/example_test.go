@@ -33,7 +33,7 @@ func Example() {
 		return resp.Body.Close()
 	}))
 	client, _ := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Middleware: []rivertype.Middleware{riverjob.New(riverjob.Options{})},
+		Middleware: []rivertype.Middleware{&riverjob.Middleware{}},
 		Queues:     map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
 		Workers:    workers,
 	})

@@ -5,7 +5,7 @@
 // River makes, and that leaves retrying to River after the first attempt.
 //
 //	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-//		Middleware: []rivertype.Middleware{riverjob.New(riverjob.Options{})},
+//		Middleware: []rivertype.Middleware{&riverjob.Middleware{}},
 //		Workers:    workers,
 //	})
 //
@@ -13,7 +13,7 @@
 // same row, so every attempt derives the same keys, and a receiver behind
 // the idempotency middleware (or any API that honours Idempotency-Key)
 // runs each call once. A job enqueued twice for one business event has two
-// IDs; key it by the event instead (Options.Key).
+// IDs; key it by the event instead (Middleware.Key).
 //
 // One retry layer. River retries a failed job (with its backoff, up to
 // its MaxAttempts); a Transport under it retries each call too. On a
@@ -40,8 +40,11 @@ import (
 	"github.com/retryhttp/retryhttp"
 )
 
-// Options configure New.
-type Options struct {
+// Middleware is the River worker middleware. Put it in river.Config's
+// Middleware (or WorkerMiddleware); its zero value keys each job by its
+// ID.
+type Middleware struct {
+	river.MiddlewareDefaults
 	// Key returns the operation a job's HTTP calls derive their keys
 	// from. nil means "river-job-" and the job's ID. A key must be the
 	// same on every attempt of the job and unique to its work: use a
@@ -50,26 +53,11 @@ type Options struct {
 	Key func(job *rivertype.JobRow) (string, error)
 }
 
-// Middleware is the River worker middleware. Put it in river.Config's
-// Middleware (or WorkerMiddleware).
-type Middleware struct {
-	river.MiddlewareDefaults
-	key func(job *rivertype.JobRow) (string, error)
-}
-
-// New returns the middleware.
-func New(o Options) *Middleware {
-	if o.Key == nil {
-		o.Key = jobID
-	}
-	return &Middleware{key: o.Key}
-}
-
 func jobID(job *rivertype.JobRow) (string, error) {
 	return "river-job-" + strconv.FormatInt(job.ID, 10), nil
 }
 
-// ErrNoKey wraps the error of an Options.Key that gave no key. The job
+// ErrNoKey wraps the error of a Key that gave no key. The job
 // fails with it, and does not run: its calls could not be deduplicated.
 var ErrNoKey = errors.New("riverjob: no operation key for the job")
 
@@ -77,7 +65,11 @@ var ErrNoKey = errors.New("riverjob: no operation key for the job")
 // operation in the context, and with the Transport's retries off after
 // the first attempt.
 func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
-	key, err := m.key(job)
+	keyOf := m.Key
+	if keyOf == nil {
+		keyOf = jobID
+	}
+	key, err := keyOf(job)
 	if err == nil && key == "" {
 		err = errors.New("empty key")
 	}

@@ -73,7 +73,7 @@ func start(t *testing.T, p *pgxpool.Pool, schema string, workers *river.Workers)
 	c, err := river.NewClient(riverpgxv5.New(p), &river.Config{
 		Schema:            schema,
 		Logger:            quiet,
-		Middleware:        []rivertype.Middleware{riverjob.New(riverjob.Options{})},
+		Middleware:        []rivertype.Middleware{&riverjob.Middleware{}},
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		Workers:           workers,
 		RetryPolicy:       soon{},
@@ -191,7 +191,7 @@ func TestStableKeysAndOneRetryLayer(t *testing.T) {
 
 // A Key that gives no key fails the job before it runs.
 func TestNoKeyFailsTheJob(t *testing.T) {
-	m := riverjob.New(riverjob.Options{Key: func(*rivertype.JobRow) (string, error) { return "", nil }})
+	m := &riverjob.Middleware{Key: func(*rivertype.JobRow) (string, error) { return "", nil }}
 	ran := false
 	err := m.Work(context.Background(), &rivertype.JobRow{ID: 1, Attempt: 1}, func(context.Context) error { ran = true; return nil })
 	if !errors.Is(err, riverjob.ErrNoKey) || ran {
