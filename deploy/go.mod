@@ -13,7 +13,7 @@ require (
 	github.com/retryhttp/retryhttp/outbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/natsjs v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
-	go.yaml.in/yaml/v3 v3.0.4
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (
@@ -176,7 +176,7 @@ require (
 	github.com/scaleway/scaleway-sdk-go v1.0.0-beta.36 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stackitcloud/stackit-sdk-go/core v0.26.0 // indirect
-	github.com/stretchr/testify v1.11.1 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/vultr/govultr/v3 v3.31.2 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xhit/go-str2duration/v2 v2.1.0 // indirect
@@ -186,7 +186,7 @@ require (
 	go.opentelemetry.io/otel v1.44.0 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
@@ -209,7 +209,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/ini.v1 v1.67.2 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.35.3 // indirect
 	k8s.io/apimachinery v0.35.3 // indirect
 	k8s.io/client-go v0.35.3 // indirect
@@ -224,6 +223,7 @@ require (
 
 replace (
 	github.com/retryhttp/retryhttp => ../
+	github.com/retryhttp/retryhttp/idempotency/redisstore => ../idempotency/redisstore
 	github.com/retryhttp/retryhttp/outbox => ../outbox
 	github.com/retryhttp/retryhttp/pgschema => ../pgschema
 	github.com/retryhttp/retryhttp/queue/natsjs => ../queue/natsjs

@@ -32,6 +32,7 @@ require (
 
 replace (
 	github.com/retryhttp/retryhttp => ../../
+	github.com/retryhttp/retryhttp/idempotency/redisstore => ../../idempotency/redisstore
 	github.com/retryhttp/retryhttp/outbox => ../
 	github.com/retryhttp/retryhttp/pgschema => ../../pgschema
 	github.com/retryhttp/retryhttp/queue/rabbitmq => ../../queue/rabbitmq
