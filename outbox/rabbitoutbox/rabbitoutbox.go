@@ -165,6 +165,7 @@ func parse(u *url.URL) (exchange, key string, err error) {
 		raw = u.EscapedPath() // "/key": the default exchange
 	}
 	e, k, ok := strings.Cut(raw, "/")
+	ok = ok && u.Host == "" && u.User == nil // amqp://host/... names a broker, not a destination
 	if ok {
 		exchange, err = url.PathUnescape(e)
 		if err == nil {

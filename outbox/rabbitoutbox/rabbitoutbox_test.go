@@ -277,8 +277,13 @@ func TestUndeliverable(t *testing.T) {
 	if res := s.Send(ctx, delivery(t, rabbitoutbox.URL("", q))); res.Err != nil {
 		t.Errorf("after the failures: %v", res.Err)
 	}
-	if res := s.Send(ctx, delivery(t, "amqp:no-slash")); res.Err == nil || !res.Final {
-		t.Errorf("bad URL: %+v, want refused for good", res)
+	for _, bad := range []string{"amqp:no-slash", "amqp://guest:guest@broker:5672/orders"} {
+		if res := s.Send(ctx, delivery(t, bad)); res.Err == nil || !res.Final {
+			t.Errorf("%s: %+v, want refused for good", bad, res)
+		}
+	}
+	if got := rabbitoutbox.URL("orders/eu", "placed.eu"); got != "amqp:orders%2Feu/placed.eu" {
+		t.Errorf("URL: %q", got)
 	}
 	if _, err := rabbitoutbox.New(rabbitoutbox.Options{}); err == nil {
 		t.Error("New without Dial accepted")
