@@ -130,9 +130,14 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	if o.Client == nil {
 		// Up to Batch deliveries run at once, often to one receiver: keep
 		// as many connections to it idle, where http.DefaultTransport keeps
-		// 2 and would dial the rest anew for every batch.
-		base := http.DefaultTransport.(*http.Transport).Clone()
-		base.MaxIdleConnsPerHost = o.Batch
+		// 2 and would dial the rest anew for every batch. A DefaultTransport
+		// replaced by the process (a proxy, a test double) is used as it is.
+		var base http.RoundTripper
+		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+			own := dt.Clone()
+			own.MaxIdleConnsPerHost = o.Batch
+			base = own
+		}
 		o.Client = &http.Client{
 			// The relay logs its deliveries' failures itself.
 			Transport: &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)},
