@@ -309,3 +309,26 @@ func TestReconnects(t *testing.T) {
 		t.Error("a Send after Close succeeded")
 	}
 }
+
+// Through the relay, a message no queue takes is tried again and dead
+// after MaxAttempts, the broker's NO_ROUTE as its last error: not
+// dropped in silence.
+func TestUnroutableIsDeadWithTheReason(t *testing.T) {
+	d := dial(t, "")
+	p := db(t)
+	o := newOutbox(t, p)
+	ctx := context.Background()
+	id, err := o.Enqueue(ctx, p, outbox.Message{URL: rabbitoutbox.URL("", "no-queue-"+uuid.NewString())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: newSender(t, d)},
+		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+	eventually(t, "the message dead", func() bool {
+		s, err := o.State(ctx, id)
+		return err == nil && s.Status == outbox.Dead
+	})
+	if s, _ := o.State(ctx, id); s.Deliveries != 3 || !strings.Contains(s.LastError, "NO_ROUTE") {
+		t.Fatalf("%+v, want dead after 3 deliveries with NO_ROUTE", s)
+	}
+}
