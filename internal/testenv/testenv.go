@@ -37,3 +37,21 @@ func PostgresDSN() string {
 	}
 	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }
+
+// NATSURL is the NATS with JetStream the tests use: RETRYHTTP_TEST_NATS,
+// default the local server.
+func NATSURL() string {
+	if u := os.Getenv("RETRYHTTP_TEST_NATS"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+// AMQPURL is the RabbitMQ the tests use: RETRYHTTP_TEST_AMQP, default the
+// local server as guest.
+func AMQPURL() string {
+	if u := os.Getenv("RETRYHTTP_TEST_AMQP"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}

@@ -32,20 +32,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func natsURL() string {
-	if u := os.Getenv("RETRYHTTP_TEST_NATS"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
-
 // connect reaches the tests' NATS with JetStream; without it the test is
 // skipped loudly, and fails under CI=true.
 func connect(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
+	nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
 	if err != nil {
-		testenv.Unreachable(t, "NATS", natsURL(), err)
+		testenv.Unreachable(t, "NATS", testenv.NATSURL(), err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -30,21 +29,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// brokerURL is the tests' RabbitMQ: RETRYHTTP_TEST_AMQP, default the
-// machine's, guest/guest.
-func brokerURL() string {
-	if u := os.Getenv("RETRYHTTP_TEST_AMQP"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
 // dial reaches the broker at addr (host:port), or the tests' own when
 // addr is ""; an unreachable broker skips the test loudly, and fails it
 // under CI=true.
 func dial(t testing.TB, addr string) func() (*amqp.Connection, error) {
 	t.Helper()
-	u, err := url.Parse(brokerURL())
+	u, err := url.Parse(testenv.AMQPURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +283,7 @@ func TestUndeliverable(t *testing.T) {
 // A connection cut under the Sender fails the Sends in flight, and the
 // next Send dials again.
 func TestReconnects(t *testing.T) {
-	u, _ := url.Parse(brokerURL())
+	u, _ := url.Parse(testenv.AMQPURL())
 	proxy := faultproxy.Start(t, u.Host)
 	d := dial(t, proxy.Addr())
 	_, q := queue(t, dial(t, ""))

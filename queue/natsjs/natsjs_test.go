@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 )
 
@@ -31,17 +31,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // CI=true.
 func connect(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	url := os.Getenv("RETRYHTTP_TEST_NATS")
-	if url == "" {
-		url = "nats://127.0.0.1:4222"
-	}
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+	nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
 	if err != nil {
-		msg := fmt.Sprintf("NATS at %s cannot be reached: %v", url, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPED LOUDLY: " + msg)
+		testenv.Unreachable(t, "NATS", testenv.NATSURL(), err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)

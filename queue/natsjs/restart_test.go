@@ -16,6 +16,7 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 )
 
@@ -35,7 +36,7 @@ func startNATS(t *testing.T) *ownNATS {
 	t.Helper()
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
-		t.Skip("SKIPPED LOUDLY: nats-server is not on PATH: the broker-restart test did NOT run")
+		testenv.Unreachable(t, "nats-server", "PATH", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/internal/faultproxy"
+	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 )
 
@@ -24,11 +24,7 @@ import (
 func TestConnectionsCut(t *testing.T) {
 	conn := dial(t) // the publisher's, direct
 	q := queue(t, conn)
-	raw := os.Getenv("RETRYHTTP_TEST_AMQP")
-	if raw == "" {
-		raw = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	u, err := url.Parse(raw)
+	u, err := url.Parse(testenv.AMQPURL())
 	if err != nil {
 		t.Fatal(err)
 	}

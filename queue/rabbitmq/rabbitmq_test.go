@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 )
 
@@ -29,17 +29,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // CI=true.
 func dial(t testing.TB) *amqp.Connection {
 	t.Helper()
-	url := os.Getenv("RETRYHTTP_TEST_AMQP")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+	conn, err := amqp.DialConfig(testenv.AMQPURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
 	if err != nil {
-		msg := fmt.Sprintf("RabbitMQ at %s cannot be reached: %v", url, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPED LOUDLY: " + msg)
+		testenv.Unreachable(t, "RabbitMQ", testenv.AMQPURL(), err)
 	}
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	t.Cleanup(func() {
