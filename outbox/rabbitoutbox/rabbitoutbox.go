@@ -120,7 +120,9 @@ func (s *Sender) Send(ctx context.Context, d outbox.Delivery) outbox.Result {
 	}
 	dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, p)
 	if err != nil {
-		return outbox.Result{Err: fmt.Errorf("rabbitoutbox: publish to %s: %w", where(exchange, key), c.reason(err))}
+		err = c.reason(err)
+		c.ch.Close() // closed already, or in a state not worth keeping: the next Send opens another
+		return outbox.Result{Err: fmt.Errorf("rabbitoutbox: publish to %s: %w", where(exchange, key), err)}
 	}
 	acked, err := dc.WaitContext(ctx)
 	if err != nil {
