@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/circuit"
 )
 
 // transitions records a breaker's state changes.
@@ -389,4 +392,31 @@ func TestBreakerSettingsValidated(t *testing.T) {
 	}
 	_, err := NewBreaker(BreakerSettings{FailureRatio: 1})
 	assert.NoError(t, err)
+}
+
+// A success is counted at the time its attempt was sent, which the
+// Transport has read already: the healthy path reads no clock for the
+// Breaker. A failure is counted when it ended: a timeout longer than the
+// window still counts.
+func TestBreakerCountsWhen(t *testing.T) {
+	b, err := NewBreaker(BreakerSettings{FailureRatio: 0.7, Window: 10 * time.Second, MinCalls: 2})
+	require.NoError(t, err)
+	u, _ := url.Parse("http://api.test/x")
+	hc := b.circuitFor(hostOf(u))
+	req := newReq(t, "GET", "http://api.test/x", nil)
+	sent := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ended := sent.Add(30 * time.Second) // a 30 s timeout: three windows long
+	report := func(resp *http.Response, err error) (clockReads int) {
+		tk, aerr := hc.allow()
+		require.NoError(t, aerr)
+		hc.report(tk, req, resp, err, sent, func() time.Time { clockReads++; return ended })
+		return clockReads
+	}
+	assert.Equal(t, 0, report(&http.Response{StatusCode: 200, Body: http.NoBody}, nil), "a success reads no clock")
+	assert.Equal(t, 1, report(nil, errReset), "a failure is counted at its end")
+	assert.Equal(t, 1, report(nil, errReset))
+	// Counted at their ends, the two timeouts are alone in the window: 2
+	// of 2 opens the circuit. Counted at their send, with the success, they
+	// would be 2 of 3, under the ratio.
+	assert.Equal(t, circuit.Open, hc.c.State(func() time.Time { return ended }))
 }

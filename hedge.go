@@ -227,6 +227,7 @@ type copyResult struct {
 	err    error
 	cancel context.CancelCauseFunc
 	ticket circuit.Ticket
+	sent   time.Duration // when it was sent, as mono reads it
 	took   time.Duration
 }
 
@@ -247,7 +248,7 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 		go func() {
 			start := mono()
 			resp, err := send(r.via, sreq, r.attemptTimeout)
-			results <- copyResult{req: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, took: mono() - start}
+			results <- copyResult{req: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, sent: start, took: mono() - start}
 		}()
 	}
 	launch(first, n, ticket)
@@ -297,7 +298,7 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 				continue // the copy cannot be made (GetBody, BeforeAttempt): the others run on
 			}
 			if r.throttle != nil {
-				if err := r.throttle.allow(r.k, clockNow(), rand.Float64()); err != nil {
+				if err := r.throttle.allow(r.k, clockNow(), rand.Float64); err != nil {
 					closeRequestBody(areq)
 					continue
 				}
@@ -338,11 +339,12 @@ type raceParams struct {
 // latencies (a cancelled copy teaches nothing: the Breaker excludes it,
 // the Throttle skips it, and its time is not a latency).
 func (r *raceParams) observe(t *Transport, c *copyResult) {
+	sent := monoBase.Add(c.sent)
 	if r.circuit != nil {
-		r.circuit.report(c.ticket, c.req, c.resp, c.err, clockNow)
+		r.circuit.report(c.ticket, c.req, c.resp, c.err, sent, clockNow)
 	}
 	if r.throttle != nil {
-		r.throttle.report(t, c.req, c.resp, c.err, clockNow())
+		r.throttle.report(t, c.req, c.resp, c.err, sent, clockNow)
 	}
 	if c.err == nil {
 		r.lat.record(c.took)

@@ -199,7 +199,8 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 	}
 	m := &Metrics{}
 	var err error
-	state := &registryState{maxHosts: c.maxHosts, breakers: map[weak.Pointer[Breaker]]struct{}{}}
+	state := &registryState{maxHosts: c.maxHosts, breakers: map[weak.Pointer[Breaker]]struct{}{},
+		retries: make([]atomic.Pointer[prometheus.Counter], len(triggerValues))}
 	if c.maxHosts > 0 {
 		state.hosts = &hostLabels{max: c.maxHosts}
 	}
@@ -281,21 +282,31 @@ func attemptLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
-// triggerLabel bounds the trigger label: a server that asks for retries
+// triggerValues are the trigger label's values: network, timeout, each
+// status of DefaultRetryStatuses, and other, last. triggerSlot gives a
+// trigger's index in them.
+var triggerValues, triggerSlots = func() ([]string, map[Trigger]int) {
+	labels := []string{string(TriggerNetwork), string(TriggerTimeout)}
+	for _, s := range defaultRetryStatuses {
+		labels = append(labels, string(statusTrigger(s)))
+	}
+	labels = append(labels, triggerOther)
+	slots := make(map[Trigger]int, len(labels))
+	for i, l := range labels[:len(labels)-1] {
+		slots[Trigger(l)] = i
+	}
+	return labels, slots
+}()
+
+// triggerSlot bounds the trigger label: a server that asks for retries
 // of any status it likes (X-Should-Retry: true, a ShouldRetry hook, a
 // custom RetryStatuses) must not create a series per status. The default
 // statuses, network and timeout keep their names; the rest are "other".
-func triggerLabel(t Trigger) string {
-	switch t {
-	case TriggerNetwork, TriggerTimeout:
-		return string(t)
+func triggerSlot(t Trigger) int {
+	if i, ok := triggerSlots[t]; ok {
+		return i
 	}
-	for _, s := range defaultRetryStatuses {
-		if statusTrigger(s) == t {
-			return string(t)
-		}
-	}
-	return triggerOther
+	return len(triggerValues) - 1
 }
 
 // triggerOther is the trigger label of a retried status outside
@@ -306,11 +317,11 @@ func (m *Metrics) retry(u *url.URL, trigger Trigger, wait time.Duration) {
 	if m == nil {
 		return
 	}
-	label := triggerLabel(trigger)
+	i := triggerSlot(trigger)
 	if m.shared.hosts != nil {
-		m.retries.WithLabelValues(label, m.shared.hosts.label(u)).Inc()
+		m.retries.WithLabelValues(triggerValues[i], m.shared.hosts.label(u)).Inc()
 	} else {
-		m.retries.WithLabelValues(label).Inc()
+		m.shared.retryCounter(m.retries, i).Inc()
 	}
 	m.backoff.Observe(wait.Seconds())
 }
@@ -369,8 +380,9 @@ func (m *Metrics) track(b *Breaker) {
 // state among them.
 type registryState struct {
 	maxHosts int
-	hosts    *hostLabels // nil without a host label
-	hot      hotCounters // the counters every request touches
+	hosts    *hostLabels                          // nil without a host label
+	hot      hotCounters                          // the counters every request touches
+	retries  []atomic.Pointer[prometheus.Counter] // retries_total's children by triggerSlot, without a host label; see retryCounter
 
 	mu       sync.Mutex
 	breakers map[weak.Pointer[Breaker]]struct{} // guarded by mu
@@ -386,6 +398,19 @@ var (
 )
 
 const requestsHelp = "Logical requests (RoundTrip calls) by method and final outcome."
+
+// retryCounter returns retries_total's child for trigger label slot i:
+// found in vec the first time, then kept, so that a retry costs an atomic
+// add and not a hash of its label and a lookup. A child is made only once
+// a retry needs it, so the series appear as they did.
+func (s *registryState) retryCounter(vec *prometheus.CounterVec, i int) prometheus.Counter {
+	if c := s.retries[i].Load(); c != nil {
+		return *c
+	}
+	c := vec.WithLabelValues(triggerValues[i])
+	s.retries[i].Store(&c)
+	return c
+}
 
 func (s *registryState) Describe(ch chan<- *prometheus.Desc) {
 	ch <- circuitDesc

@@ -202,23 +202,30 @@ func (t *Throttle) evict() {
 	}
 }
 
-// allow decides one attempt at now, draw uniform in [0, 1).
-func (h *hostThrottle) allow(k float64, now time.Time, draw float64) error {
+// allow decides one attempt at now; draw, uniform in [0, 1), is called
+// only when the probability of a rejection is not 0.
+func (h *hostThrottle) allow(k float64, now time.Time, draw func() float64) error {
 	if !h.h.Allow(k, now, draw) {
 		return fmt.Errorf("%w: %s", ErrThrottled, h.name)
 	}
 	return nil
 }
 
-// report counts the outcome of an attempt allow let through.
-func (h *hostThrottle) report(t *Transport, req *http.Request, resp *http.Response, err error, now time.Time) {
+// report counts the outcome of an attempt allow let through: a response
+// below 400 at sent, the time the attempt was sent, which the caller has
+// read already; anything else at now, the time it ended, read only then
+// (as the Breaker counts).
+func (h *hostThrottle) report(t *Transport, req *http.Request, resp *http.Response, err error, sent time.Time, now func() time.Time) {
 	switch {
 	case err != nil && req.Context().Err() != nil:
 		return // the caller gave up: nothing learnt of the host
 	case err != nil:
-		h.h.Count(false, now)
+		h.h.Count(false, now())
+	case resp.StatusCode < 400:
+		h.h.Count(true, sent)
 	default:
-		h.h.Count(t.accepted(resp, now), now)
+		at := now()
+		h.h.Count(t.accepted(resp, at), at)
 	}
 }
 

@@ -313,7 +313,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
 		}
 		if throttleOf != nil {
-			if err := throttleOf.allow(t.Throttle.settings.K, monoBase.Add(lastRead), rand.Float64()); err != nil {
+			if err := throttleOf.allow(t.Throttle.settings.K, monoBase.Add(lastRead), rand.Float64); err != nil {
 				closeRequestBody(areq)
 				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonThrottled, p)
 			}
@@ -342,12 +342,15 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 				sentAt = mono()
 			}
 			resp, err = send(sendVia, sreq, p.AttemptTimeout)
-			var clk onceClock // the Breaker and the Throttle share one reading, if they need one
+			// The Breaker and the Throttle count a success at its send time
+			// (lastRead: no clock read on the healthy path) and anything else
+			// at its end, one reading shared.
+			var clk onceClock
 			if circuitOf != nil {
-				circuitOf.report(ticket, areq, resp, err, clk.now)
+				circuitOf.report(ticket, areq, resp, err, monoBase.Add(lastRead), clk.now)
 			}
 			if throttleOf != nil {
-				throttleOf.report(t, areq, resp, err, clk.now())
+				throttleOf.report(t, areq, resp, err, monoBase.Add(lastRead), clk.now)
 			}
 			if hedge != nil && err == nil {
 				hedge.lat.record(mono() - sentAt)
@@ -687,7 +690,9 @@ func (p Policy) retryAfterSpread(r float64) time.Duration {
 }
 
 // sleep waits d or until ctx is done, whichever comes first, and then
-// returns context.Cause(ctx).
+// returns context.Cause(ctx). The timer is new each time: a pooled one
+// would cross synctest bubbles, in the tests of the programs that use the
+// Transport, and those fail at once on a timer from another bubble.
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return context.Cause(ctx)

@@ -34,7 +34,7 @@ func sreThrottle(seed uint64) (sentPerAccept float64, over30s []float64) {
 			over30s = append(over30s, binSent/binAccepted)
 			binSent, binAccepted = 0, 0
 		}
-		if !h.Allow(retryhttp.DefaultThrottleK, now, rng.Float64()) {
+		if !h.Allow(retryhttp.DefaultThrottleK, now, rng.Float64) {
 			continue
 		}
 		ok := inSecond < capacity

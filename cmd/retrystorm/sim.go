@@ -174,7 +174,7 @@ var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // send starts the client's next attempt, unless the Throttle rejects it:
 // then the client gives up, as the Transport does.
 func (s *sim) send(c *simClient, id int, at time.Duration) {
-	if s.throttle != nil && !s.throttle.Allow(retryhttp.DefaultThrottleK, simEpoch.Add(at), s.rng.Float64()) {
+	if s.throttle != nil && !s.throttle.Allow(retryhttp.DefaultThrottleK, simEpoch.Add(at), s.rng.Float64) {
 		c.done = true
 		s.res.giveUps[retryhttp.ReasonThrottled.String()]++
 		s.res.finished = max(s.res.finished, at)

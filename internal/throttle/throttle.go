@@ -44,11 +44,12 @@ func (h *Host) Probability(k float64, now time.Time) float64 {
 	return max(0, (float64(requests)-k*accepts)/(float64(requests)+1))
 }
 
-// Allow decides one attempt at now, draw uniform in [0, 1). A local
-// rejection is counted at once; an attempt let through is counted by
-// Count when its outcome is known.
-func (h *Host) Allow(k float64, now time.Time, draw float64) bool {
-	if draw < h.Probability(k, now) {
+// Allow decides one attempt at now; draw, uniform in [0, 1), is called
+// only when the rejection probability is not 0, so that the healthy path
+// draws no random number. A local rejection is counted at once; an attempt
+// let through is counted by Count when its outcome is known.
+func (h *Host) Allow(k float64, now time.Time, draw func() float64) bool {
+	if p := h.Probability(k, now); p > 0 && draw() < p {
 		h.reject(now)
 		return false
 	}

@@ -14,7 +14,8 @@ import (
 // starting a bucket afresh when its epoch has passed, is one
 // compare-and-swap. The zero Window is not usable; use New.
 type Window struct {
-	width   int64 // nanoseconds per bucket
+	width   int64        // nanoseconds per bucket
+	latest  atomic.Int64 // the latest bucket counted in, unwrapped
 	buckets [Buckets]atomic.Uint64
 }
 
@@ -48,9 +49,22 @@ func New(d time.Duration) *Window {
 
 func (w *Window) epoch(now time.Time) uint64 { return uint64(now.UnixNano()/w.width) & epochMask }
 
-// Add counts one event at now, a hit or not.
+// Add counts one event at now, a hit or not. An event a whole window
+// older than the latest one counted is outside every count and dropped:
+// counted late (at the time its attempt was sent), it would otherwise
+// start its bucket afresh over the later events there.
 func (w *Window) Add(hit bool, now time.Time) {
-	epoch := w.epoch(now)
+	full := now.UnixNano() / w.width
+	for {
+		latest := w.latest.Load()
+		if full <= latest-Buckets {
+			return
+		}
+		if full <= latest || w.latest.CompareAndSwap(latest, full) {
+			break
+		}
+	}
+	epoch := uint64(full) & epochMask
 	b := &w.buckets[epoch%Buckets]
 	var f uint64
 	if hit {
@@ -100,4 +114,5 @@ func (w *Window) Reset() {
 	for i := range w.buckets {
 		w.buckets[i].Store(0)
 	}
+	w.latest.Store(0)
 }

@@ -50,3 +50,21 @@ func TestEventsExpire(t *testing.T) {
 		t.Fatal("Hit after Reset")
 	}
 }
+
+// An event counted late, a whole window after its time, is outside every
+// count and leaves the later events in its bucket as they were.
+func TestLateEventKeepsTheLaterBucket(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := New(10 * time.Second)
+	later := start.Add(10 * time.Second) // the same bucket, one window on
+	w.Add(true, later)
+	w.Add(false, later)
+	w.Add(false, start)
+	if h, n := w.Sums(later); h != 1 || n != 2 {
+		t.Fatalf("after a late event: %d hits of %d, want the later bucket's 1 of 2", h, n)
+	}
+	w.Add(true, start.Add(20*time.Second)) // a newer epoch still starts the bucket afresh
+	if h, n := w.Sums(start.Add(20 * time.Second)); h != 1 || n != 1 {
+		t.Fatalf("a window on: %d hits of %d, want 1 of 1", h, n)
+	}
+}
