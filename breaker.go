@@ -64,7 +64,9 @@ type BreakerSettings struct {
 	// them. 0 means no ratio rule.
 	FailureRatio float64
 	// Window is the rolling window FailureRatio is measured over, counted
-	// in tenths of it. 0 means DefaultBreakerWindow.
+	// in tenths of it. A success counts from the time its attempt was
+	// sent, a failure from the time it ended, so a timeout longer than the
+	// window still counts. 0 means DefaultBreakerWindow.
 	Window time.Duration
 	// MinCalls is the least number of attempts in the window before the
 	// ratio may open the circuit, so that two failures out of three calls

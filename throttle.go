@@ -65,7 +65,9 @@ type ThrottleSettings struct {
 	// accepts, which keeps enough traffic flowing to see it recover. It
 	// must be at least 1. 0 means DefaultThrottleK.
 	K float64
-	// Window is how long an attempt counts. 0 means DefaultThrottleWindow.
+	// Window is how long an attempt counts: an accepted one from the time
+	// it was sent, any other from the time it ended. 0 means
+	// DefaultThrottleWindow.
 	Window time.Duration
 	// MinRequests is how many attempts the window must hold before
 	// anything is rejected locally, so that a client's first failures do
