@@ -22,7 +22,6 @@ package pgstore
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -202,7 +201,7 @@ func (s *Store) Claim(ctx context.Context, p idempotency.ClaimParams) (*idempote
 				resp.Status = int(*status)
 			}
 			if len(header) > 0 {
-				if err = json.Unmarshal(header, &resp.Header); err != nil {
+				if resp.Header, err = idempotency.UnmarshalHeader(header); err != nil {
 					return nil, fmt.Errorf("pgstore: malformed header of %s: %w", key, err)
 				}
 			}
@@ -235,7 +234,7 @@ func (s *Store) completeOn(ctx context.Context, db execer, key, owner string, re
 	header := []byte("{}")
 	if resp.Header != nil {
 		var err error
-		if header, err = json.Marshal(resp.Header); err != nil {
+		if header, err = idempotency.MarshalHeader(resp.Header); err != nil {
 			return err
 		}
 	}

@@ -29,7 +29,6 @@ package redisstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -418,7 +417,7 @@ func encode(resp *idempotency.Response) ([]byte, error) {
 		b = append(b, " t"...)
 	}
 	b = append(b, '\n')
-	header, err := json.Marshal(resp.Header)
+	header, err := idempotency.MarshalHeader(resp.Header)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: complete: %w", err)
 	}
@@ -470,7 +469,7 @@ func decodeResponse(p []byte) (*idempotency.Response, error) {
 		return nil, fmt.Errorf("status: %w", err)
 	}
 	resp.Status, resp.TooLarge = n, string(flags) == "t"
-	if err = json.Unmarshal(header, &resp.Header); err != nil {
+	if resp.Header, err = idempotency.UnmarshalHeader(header); err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	if len(body) > 0 {

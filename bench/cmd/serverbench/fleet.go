@@ -56,7 +56,7 @@ func child(ctx context.Context, name string, at where, keys, conns int) error {
 			return fmt.Errorf("child: %w", err)
 		}
 		var r ready
-		if c.Variant == vReplay {
+		if replayed(c.Variant) {
 			if err := w.seed(); err != nil {
 				r.Err = err.Error()
 			}

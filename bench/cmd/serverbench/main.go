@@ -7,6 +7,9 @@
 //     complete), as plainly as the store can say them;
 //   - new key: the middleware with a new key (claim, handler, complete);
 //   - floor read: the one raw read a replay needs;
+//   - store claim: the store's Claim of a key whose response is stored,
+//     without the middleware: what the store adds to the raw read, and,
+//     against replay, what the middleware adds to the store;
 //   - replay: the middleware with a key whose response is stored.
 //
 // Variants are interleaved (each round runs every one, in a rotated order)

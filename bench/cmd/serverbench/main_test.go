@@ -57,7 +57,7 @@ func TestServerbench(t *testing.T) {
 // roundTrips is what each variant sends a network store per operation,
 // at most: a new key is a claim and a completion, a replay one claim
 // that reads the record, as the floors are.
-var roundTrips = [nVariants]float64{vFloorNew: 2, vNew: 2, vFloorRead: 1, vReplay: 1}
+var roundTrips = [nVariants]float64{vFloorNew: 2, vNew: 2, vFloorRead: 1, vClaim: 1, vReplay: 1}
 
 func checkTrips(t *testing.T, store string, rep *report) {
 	t.Helper()

@@ -75,15 +75,16 @@ func (r *report) print(w io.Writer) {
 			switch v {
 			case vNew:
 				floor = vFloorNew
-			case vReplay:
+			case vClaim, vReplay:
 				floor = vFloorRead
 			}
 			if floor >= 0 && len(s[floor]) > 0 {
 				x := median(field(s[v], rps)) / median(field(s[floor], rps))
 				ratio = fmt.Sprintf("%.2f×, %.2f×", x, median(field(s[v], p50))/median(field(s[floor], p50)))
-				if v == vNew {
+				switch v {
+				case vNew:
 					newRatios = append(newRatios, x)
-				} else {
+				case vReplay:
 					replayRatios = append(replayRatios, x)
 				}
 			}

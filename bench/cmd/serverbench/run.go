@@ -33,11 +33,16 @@ const (
 	vFloorNew
 	vNew
 	vFloorRead
+	vClaim
 	vReplay
 	nVariants
 )
 
-var variantNames = [nVariants]string{"handler", "floor 2 cmds", "new key", "floor read", "replay"}
+var variantNames = [nVariants]string{"handler", "floor 2 cmds", "new key", "floor read", "store claim", "replay"}
+
+// replayed are the variants that read the replays' keys: they are stored
+// again before each run.
+func replayed(v int) bool { return v == vClaim || v == vReplay }
 
 // sample is one variant's run in one round.
 type sample struct {
@@ -169,7 +174,15 @@ func prepare(ctx context.Context, b *backend, keys int) (*workload, error) {
 			return c.expect(mw, prefix+"-new-"+strconv.FormatInt(seq.Add(1), 10), false)
 		},
 		vFloorRead: func(c *client, i int) error { return b.floorRead(ctx, storeKeys[i%len(storeKeys)]) },
-		vReplay:    func(c *client, i int) error { return c.expect(mw, stored[i%len(stored)], true) },
+		vClaim: func(c *client, i int) error {
+			k := storeKeys[i%len(storeKeys)]
+			rec, err := b.store.Claim(ctx, idempotency.ClaimParams{Key: k, Fingerprint: "serverbench", Owner: "serverbench-claim", Lock: time.Minute})
+			if err == nil && (rec == nil || rec.Response == nil) {
+				err = fmt.Errorf("store claim of %s: no stored response", k)
+			}
+			return err
+		},
+		vReplay: func(c *client, i int) error { return c.expect(mw, stored[i%len(stored)], true) },
 	}
 	return w, nil
 }
@@ -177,7 +190,7 @@ func prepare(ctx context.Context, b *backend, keys int) (*workload, error) {
 // variant measures variant v of w at conc for d, storing the replays'
 // keys again first.
 func (w *workload) variant(b *backend, v, conc int, d time.Duration) (*raw, error) {
-	if v == vReplay {
+	if replayed(v) {
 		if err := w.seed(); err != nil {
 			return nil, err
 		}
