@@ -690,12 +690,19 @@ func (p Policy) retryAfterSpread(r float64) time.Duration {
 }
 
 // sleep waits d or until ctx is done, whichever comes first, and then
-// returns context.Cause(ctx). The timer is new each time: a pooled one
-// would cross synctest bubbles, in the tests of the programs that use the
-// Transport, and those fail at once on a timer from another bubble.
+// returns context.Cause(ctx). A context that can never be done (no
+// deadline, no cancel: context.Background's) waits in time.Sleep, on the
+// goroutine's own timer, with nothing to allocate. Otherwise the timer is
+// new each time: a pooled one would cross synctest bubbles, in the tests
+// of the programs that use the Transport, and those fail at once on a
+// timer from another bubble.
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return context.Cause(ctx)
+	}
+	if ctx.Done() == nil {
+		time.Sleep(d)
+		return nil
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()

@@ -749,3 +749,29 @@ type closeIdleRT struct {
 }
 
 func (c closeIdleRT) CloseIdleConnections() { *c.closed = true }
+
+// A retry's wait: the whole wait on a context that can never be done
+// (which sleeps without a timer of its own), and until the cause on one
+// that is cancelled meanwhile.
+func TestSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		require.NoError(t, sleep(context.Background(), time.Second))
+		assert.Equal(t, time.Second, time.Since(start))
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start = time.Now()
+		require.NoError(t, sleep(ctx, time.Second))
+		assert.Equal(t, time.Second, time.Since(start))
+
+		stop, cancelCause := context.WithCancelCause(context.Background())
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			cancelCause(errReset)
+		}()
+		start = time.Now()
+		assert.ErrorIs(t, sleep(stop, time.Hour), errReset)
+		assert.Equal(t, 100*time.Millisecond, time.Since(start))
+	})
+}

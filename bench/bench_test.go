@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -117,6 +118,33 @@ func BenchmarkOneRetry(b *testing.B) {
 			base := &flakyBase{}
 			rt := l.Wrap(base)
 			req, _ := http.NewRequest("GET", "http://mem.test/", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				drain(b, resp, err)
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkOneRetryDeadline is OneRetry on a request whose context has a
+// deadline, as http.Client.Timeout gives it: the wait must also watch the
+// context, so it needs a timer of its own.
+func BenchmarkOneRetryDeadline(b *testing.B) {
+	for _, l := range Libs() {
+		if l.Name == "bare" {
+			continue
+		}
+		l = unbudgeted(l)
+		b.Run("lib="+l.Name, func(b *testing.B) {
+			base := &flakyBase{}
+			rt := l.Wrap(base)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://mem.test/", nil)
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, err := rt.RoundTrip(req)
