@@ -36,7 +36,8 @@ WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`
 }
 
 // BenchmarkClaim: the Store's claim (read first) against insertFirst, on
-// new keys and on completed ones (a replay's claim), from 1, 8 and 32
+// new keys and on completed ones (a replay's claim), and the plain SELECT
+// a replay needs at the least (select/replay), from 1, 8 and 32
 // goroutines; each sub-benchmark's ns/op is wall time per claim, so
 // 1/ns/op is the throughput. Interleave runs with -count and compare with
 // benchstat.
@@ -81,6 +82,23 @@ func BenchmarkClaim(b *testing.B) {
 	}
 	variants := []struct{ name, claim string }{{"insert-first", insertFirst(table)}, {"read-first", s.claim}}
 	var seq atomic.Int64
+	// run measures op(i) from conc goroutines.
+	run := func(b *testing.B, conc int, op func(i int64) error) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Go(func() {
+				for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+					if err := op(i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	read := `SELECT status, header, body FROM ` + pgschema.Quote(table) + ` WHERE key = $1`
 	for _, conc := range []int{1, 8, 32} {
 		for _, v := range variants {
 			vs := *s
@@ -91,26 +109,26 @@ func BenchmarkClaim(b *testing.B) {
 					kind = "replay"
 				}
 				b.Run(fmt.Sprintf("%s/%s/conc=%d", v.name, kind, conc), func(b *testing.B) {
-					var next atomic.Int64
-					var wg sync.WaitGroup
-					for range conc {
-						wg.Go(func() {
-							for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-								k := fmt.Sprint("new-", seq.Add(1))
-								if replay {
-									k = fmt.Sprint("stored-", i%stored)
-								}
-								rec, err := vs.Claim(ctx, idempotency.ClaimParams{Key: k, Fingerprint: "fp", Owner: "o2", Lock: time.Minute})
-								if err != nil || (rec != nil) != replay || (replay && rec.Response == nil) {
-									b.Errorf("%s: %+v, %v", k, rec, err)
-									return
-								}
-							}
-						})
-					}
-					wg.Wait()
+					run(b, conc, func(i int64) error {
+						k := fmt.Sprint("new-", seq.Add(1))
+						if replay {
+							k = fmt.Sprint("stored-", i%stored)
+						}
+						rec, err := vs.Claim(ctx, idempotency.ClaimParams{Key: k, Fingerprint: "fp", Owner: "o2", Lock: time.Minute})
+						if err != nil || (rec != nil) != replay || (replay && rec.Response == nil) {
+							return fmt.Errorf("%s: %+v, %v", k, rec, err)
+						}
+						return nil
+					})
 				})
 			}
 		}
+		b.Run(fmt.Sprintf("select/replay/conc=%d", conc), func(b *testing.B) {
+			run(b, conc, func(i int64) error {
+				var status *int32
+				var header, body []byte
+				return pool.QueryRow(ctx, read, fmt.Sprint("stored-", i%stored)).Scan(&status, &header, &body)
+			})
+		})
 	}
 }
