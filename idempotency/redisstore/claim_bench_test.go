@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryhttp/retryhttp/idempotency"
@@ -24,13 +23,7 @@ import (
 func BenchmarkClaim(b *testing.B) {
 	ctx := context.Background()
 	c := client(b)
-	prefix := "retryhttp-bench:" + uuid.NewString() + ":"
-	b.Cleanup(func() {
-		keys, _ := c.Keys(context.Background(), prefix+"*").Result()
-		for i := 0; i < len(keys); i += 1000 {
-			c.Del(context.Background(), keys[i:min(i+1000, len(keys))]...)
-		}
-	})
+	prefix := benchPrefix(b, c)
 	s, err := redisstore.New(c, prefix)
 	if err != nil {
 		b.Fatal(err)

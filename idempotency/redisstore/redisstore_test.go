@@ -89,6 +89,13 @@ func TestRecordsExpireByRedisTTL(t *testing.T) {
 
 func BenchmarkMiddleware(b *testing.B) {
 	c := client(b)
+	s, _ := redisstore.New(c, benchPrefix(b, c))
+	storetest.Bench(b, s)
+}
+
+// benchPrefix is a key prefix of a benchmark's own, its keys deleted when
+// it ends.
+func benchPrefix(b *testing.B, c *redis.Client) string {
 	prefix := "retryhttp-bench:" + uuid.NewString() + ":"
 	b.Cleanup(func() {
 		keys, _ := c.Keys(context.Background(), prefix+"*").Result()
@@ -96,6 +103,5 @@ func BenchmarkMiddleware(b *testing.B) {
 			c.Del(context.Background(), keys[i:min(i+1000, len(keys))]...)
 		}
 	})
-	s, _ := redisstore.New(c, prefix)
-	storetest.Bench(b, s)
+	return prefix
 }
