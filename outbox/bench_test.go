@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 )
 
 // BenchmarkRelay: 2,000 messages, each committed in its own transaction by
@@ -32,7 +33,7 @@ func BenchmarkRelay(b *testing.B) {
 
 func benchDrain(b *testing.B, relays, n int) {
 	p := pool(b)
-	o := newOutbox(b, p)
+	o := outboxtest.New(b, p)
 	var mu sync.Mutex
 	got := 0
 	done := make(chan struct{})
@@ -44,33 +45,20 @@ func benchDrain(b *testing.B, relays, n int) {
 		mu.Unlock()
 	}))
 	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := p.Exec(ctx, `INSERT INTO `+o.Table()+` (id, method, url, body)
-SELECT gen_random_uuid()::text, 'POST', $1, '{"kind":"order.paid"}'::bytea FROM generate_series(1, $2)`, srv.URL+"/events", n); err != nil {
-		b.Fatal(err)
-	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range relays {
-		r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
+	drained := func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
 		}
-		wg.Go(func() { r.Run(ctx) })
 	}
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		b.Fatal("backlog not drained")
-	}
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "drain-msgs/s")
-	cancel()
-	wg.Wait()
+	b.ReportMetric(outboxtest.Drain(b, p, o, srv.URL+"/events", n, relays, nil, drained), "drain-msgs/s")
 }
 
 func benchRelay(b *testing.B, relays, n int) {
 	p := pool(b)
-	o := newOutbox(b, p)
+	o := outboxtest.New(b, p)
 	var mu sync.Mutex
 	arrived := make(map[string]time.Time, n)
 	done := make(chan struct{})
@@ -87,7 +75,7 @@ func benchRelay(b *testing.B, relays, n int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range relays {
-		r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Logger: quiet})
+		r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Logger: outboxtest.Quiet})
 		if err != nil {
 			b.Fatal(err)
 		}

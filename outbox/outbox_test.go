@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -30,11 +29,10 @@ import (
 	"github.com/retryhttp/retryhttp/internal/faultproxy"
 	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var quiet = slog.New(slog.DiscardHandler)
 
 func pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
@@ -53,24 +51,6 @@ func pool(t testing.TB) *pgxpool.Pool {
 	}
 	t.Cleanup(p.Close)
 	return p
-}
-
-// newOutbox makes an outbox on a fresh table, dropped after the test.
-func newOutbox(t testing.TB, p *pgxpool.Pool) *outbox.Outbox {
-	t.Helper()
-	table := "outbox_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	o, err := outbox.New(p, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
-		p.Exec(context.Background(), "DELETE FROM retryhttp_schema_versions WHERE name = $1", table)
-	})
-	return o
 }
 
 // receiver records the requests it gets.
@@ -103,42 +83,10 @@ func (rc *receiver) count() int {
 	return len(rc.reqs)
 }
 
-// run starts a relay until the test ends.
-func run(t *testing.T, o outbox.RelayOptions) {
-	t.Helper()
-	if o.Logger == nil {
-		o.Logger = quiet
-	}
-	r, err := outbox.NewRelay(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("Run returned %v, want context.Canceled", err)
-		}
-	})
-}
-
-// eventually polls cond for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // allDelivered waits until no message of o is pending or dead.
 func allDelivered(t *testing.T, p *pgxpool.Pool, o *outbox.Outbox) {
 	t.Helper()
-	eventually(t, "all delivered", func() bool {
+	outboxtest.Eventually(t, "all delivered", func() bool {
 		var pending int
 		p.QueryRow(context.Background(), "SELECT count(*) FROM "+tableName(o)+" WHERE status <> 'delivered'").Scan(&pending)
 		return pending == 0
@@ -171,7 +119,7 @@ func state(t *testing.T, o *outbox.Outbox, id string) outbox.State {
 // delivered with its ID as Idempotency-Key, method, header and body kept.
 func TestCommittedMessagesAreDelivered(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	rc := &receiver{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
@@ -192,8 +140,8 @@ func TestCommittedMessagesAreDelivered(t *testing.T) {
 	tx.Rollback(ctx)
 
 	events := &eventLog{}
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Hooks: []outbox.Hook{events}})
-	eventually(t, "delivery", func() bool { return state(t, o, id).Status == outbox.Delivered })
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Hooks: []outbox.Hook{events}})
+	outboxtest.Eventually(t, "delivery", func() bool { return state(t, o, id).Status == outbox.Delivered })
 	time.Sleep(100 * time.Millisecond)
 	if got := events.list(); !slices.Equal(got, []string{"delivered " + id + " 200 0"}) {
 		t.Errorf("hook events %q, want the one delivery", got)
@@ -217,18 +165,18 @@ func TestCommittedMessagesAreDelivered(t *testing.T) {
 // poll a minute later.
 func TestNotifyWakesTheRelay(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	rc := &receiver{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: time.Minute})
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: time.Minute})
 	time.Sleep(200 * time.Millisecond) // the relay has polled once and is listening
 	start := time.Now()
 	id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "delivery", func() bool { return state(t, o, id).Status == outbox.Delivered })
+	outboxtest.Eventually(t, "delivery", func() bool { return state(t, o, id).Status == outbox.Delivered })
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("delivered after %v: the notification did not wake the relay", d)
 	}
@@ -238,7 +186,7 @@ func TestNotifyWakesTheRelay(t *testing.T) {
 // dead; a refusal for good is dead at once. The metrics count each.
 func TestBackoffAndDeadLetter(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	reg := prometheus.NewRegistry()
 	m, err := outbox.NewMetrics(reg, o)
 	if err != nil {
@@ -256,9 +204,9 @@ func TestBackoffAndDeadLetter(t *testing.T) {
 		t.Fatalf("outbox_pending %v, want 2", got)
 	}
 	events := &eventLog{}
-	run(t, outbox.RelayOptions{Outbox: o, Metrics: m, Hooks: []outbox.Hook{events}, PollInterval: 5 * time.Millisecond,
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Metrics: m, Hooks: []outbox.Hook{events}, PollInterval: 5 * time.Millisecond,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 30 * time.Millisecond, MaxDelay: 30 * time.Millisecond, Jitter: retryhttp.NoJitter}})
-	eventually(t, "both dead", func() bool {
+	outboxtest.Eventually(t, "both dead", func() bool {
 		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead
 	})
 	if s := state(t, o, idDown); s.Deliveries != 3 || s.LastStatus != 503 || down.count() != 3 {
@@ -356,7 +304,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // The backlog gauges read the table.
 func TestBacklogMetrics(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	reg := prometheus.NewRegistry()
 	if _, err := outbox.NewMetrics(reg, o); err != nil {
 		t.Fatal(err)
@@ -379,7 +327,7 @@ func TestBacklogMetrics(t *testing.T) {
 // with SKIP LOCKED: no two relays hold one message).
 func TestConcurrentRelays(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	var mu sync.Mutex
 	perKey := map[string]int{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -394,7 +342,7 @@ func TestConcurrentRelays(t *testing.T) {
 		ids[i], _ = o.Enqueue(context.Background(), p, outbox.Message{URL: srv.URL})
 	}
 	for range 4 {
-		run(t, outbox.RelayOptions{Outbox: o, Batch: 16, PollInterval: 5 * time.Millisecond})
+		outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Batch: 16, PollInterval: 5 * time.Millisecond})
 	}
 	allDelivered(t, p, o)
 	mu.Lock()
@@ -411,8 +359,8 @@ func TestRelayKilledMidDelivery(t *testing.T) {
 		t.Skip("in the child")
 	}
 	p := pool(t)
-	o := newOutbox(t, p)
-	mw, err := idempotency.New(idempotency.Options{Logger: quiet})
+	o := outboxtest.New(t, p)
+	mw, err := idempotency.New(idempotency.Options{Logger: outboxtest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +406,7 @@ func TestRelayKilledMidDelivery(t *testing.T) {
 	for range 5 {
 		hold <- struct{}{} // their handlers finish: the effects happen, the answers are lost
 	}
-	run(t, outbox.RelayOptions{Outbox: o, Lease: time.Second, PollInterval: 20 * time.Millisecond,
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: time.Second, PollInterval: 20 * time.Millisecond,
 		Client: &http.Client{Timeout: 500 * time.Millisecond}})
 	allDelivered(t, p, o)
 	mu.Lock()
@@ -477,7 +425,7 @@ func TestChildRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Lease: time.Second, Batch: 5, Logger: quiet,
+	r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Lease: time.Second, Batch: 5, Logger: outboxtest.Quiet,
 		Client: &http.Client{Timeout: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -491,7 +439,7 @@ func tableName(o *outbox.Outbox) string { return o.Table() }
 // the delivery counts as failed and backs off by the Policy.
 func TestHugeRetryAfterIsNotHonoured(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "999999999")
 		w.WriteHeader(503)
@@ -501,9 +449,9 @@ func TestHugeRetryAfterIsNotHonoured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond,
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retryhttp.NoJitter}})
-	eventually(t, "dead after its attempts", func() bool { return state(t, o, id).Status == outbox.Dead })
+	outboxtest.Eventually(t, "dead after its attempts", func() bool { return state(t, o, id).Status == outbox.Dead })
 	if s := state(t, o, id); s.Deliveries != 3 {
 		t.Fatalf("%+v, want dead after 3 deliveries, not parked for 31 years", s)
 	}
@@ -513,7 +461,7 @@ func TestHugeRetryAfterIsNotHonoured(t *testing.T) {
 // batch are delivered meanwhile.
 func TestHungReceiverDelaysOnlyItsMessage(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	release := make(chan struct{})
 	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -534,8 +482,8 @@ func TestHungReceiverDelaysOnlyItsMessage(t *testing.T) {
 		ids = append(ids, id)
 	}
 	start := time.Now()
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond, Client: &http.Client{Timeout: 20 * time.Second}})
-	eventually(t, "the healthy messages delivered", func() bool {
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond, Client: &http.Client{Timeout: 20 * time.Second}})
+	outboxtest.Eventually(t, "the healthy messages delivered", func() bool {
 		for _, id := range ids {
 			if state(t, o, id).Status != outbox.Delivered {
 				return false
@@ -554,7 +502,7 @@ func TestHungReceiverDelaysOnlyItsMessage(t *testing.T) {
 // Logs and last_error never show a URL's query string or user info.
 func TestDeadMessageURLIsRedacted(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	var logs strings.Builder
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
@@ -563,9 +511,9 @@ func TestDeadMessageURLIsRedacted(t *testing.T) {
 		return logs.Write(b)
 	}), nil))
 	id, _ := o.Enqueue(context.Background(), p, outbox.Message{URL: "http://user:pw@127.0.0.1:1/hook?token=s3cret"})
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond, Logger: logger,
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond, Logger: logger,
 		Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
-	eventually(t, "dead", func() bool { return state(t, o, id).Status == outbox.Dead })
+	outboxtest.Eventually(t, "dead", func() bool { return state(t, o, id).Status == outbox.Dead })
 	s := state(t, o, id)
 	mu.Lock()
 	defer mu.Unlock()
@@ -584,7 +532,7 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func TestStateOfUnknownID(t *testing.T) {
-	o := newOutbox(t, pool(t))
+	o := outboxtest.New(t, pool(t))
 	if _, err := o.State(context.Background(), "no-such-id"); !errors.Is(err, outbox.ErrNotFound) {
 		t.Fatalf("State: %v, want ErrNotFound", err)
 	}
@@ -592,7 +540,7 @@ func TestStateOfUnknownID(t *testing.T) {
 
 // The default Client works with a short Lease.
 func TestDefaultClientWithShortLease(t *testing.T) {
-	o := newOutbox(t, pool(t))
+	o := outboxtest.New(t, pool(t))
 	if _, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Lease: 3 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +564,7 @@ func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	mine := newOutbox(t, direct)
+	mine := outboxtest.New(t, direct)
 	o, err := outbox.New(p, mine.Table())
 	if err != nil {
 		t.Fatal(err)
@@ -634,8 +582,8 @@ func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	const lease = time.Second
-	run(t, outbox.RelayOptions{Outbox: o, Lease: lease, PollInterval: 10 * time.Millisecond})
-	eventually(t, "delivered", func() bool { return state(t, mine, id).Status == outbox.Delivered })
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: lease, PollInterval: 10 * time.Millisecond})
+	outboxtest.Eventually(t, "delivered", func() bool { return state(t, mine, id).Status == outbox.Delivered })
 	time.Sleep(2 * lease)
 	if n := got.Load(); n != 1 {
 		t.Fatalf("the receiver got the message %d times, want once: the lost outcome was not recorded in time", n)
@@ -646,7 +594,7 @@ func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 // drops it.
 func TestMigrations(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	ctx := context.Background()
 	if err := o.Migrate(ctx); err != nil { // again: nothing to do
 		t.Fatal(err)

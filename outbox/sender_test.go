@@ -10,6 +10,7 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 )
 
 // A Sender registered under a scheme delivers that scheme's messages:
@@ -18,7 +19,7 @@ import (
 // ID, and a scheme no Sender has is retried with the reason recorded.
 func TestSenderByScheme(t *testing.T) {
 	p := pool(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	ctx := context.Background()
 	var mu sync.Mutex
 	seen := map[string][]outbox.Delivery{}
@@ -41,11 +42,11 @@ func TestSenderByScheme(t *testing.T) {
 	idFlaky, _ := o.Enqueue(ctx, p, outbox.Message{URL: "test:flaky"})
 	idNone, _ := o.Enqueue(ctx, p, outbox.Message{URL: "elsewhere:x"})
 	events := &eventLog{}
-	run(t, outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{"test": sender}, Hooks: []outbox.Hook{events},
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{"test": sender}, Hooks: []outbox.Hook{events},
 		PollInterval: 5 * time.Millisecond,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond,
 			MaxRetryAfter: time.Second, Jitter: retryhttp.NoJitter}})
-	eventually(t, "every message settled", func() bool {
+	outboxtest.Eventually(t, "every message settled", func() bool {
 		return state(t, o, idOK).Status == outbox.Delivered && state(t, o, idRefused).Status == outbox.Dead &&
 			state(t, o, idFlaky).Status == outbox.Delivered && state(t, o, idNone).Status == outbox.Dead
 	})
@@ -75,7 +76,7 @@ func TestSenderByScheme(t *testing.T) {
 
 // NewRelay refuses Senders it could not use.
 func TestSendersValidated(t *testing.T) {
-	o := newOutbox(t, pool(t))
+	o := outboxtest.New(t, pool(t))
 	ok := outbox.SenderFunc(func(context.Context, outbox.Delivery) outbox.Result { return outbox.Result{} })
 	for scheme, s := range map[string]outbox.Sender{"https": ok, "NATS": ok, "": ok, "nats": nil} {
 		if _, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{scheme: s}}); err == nil {

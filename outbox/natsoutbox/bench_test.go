@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
 )
 
@@ -60,33 +61,12 @@ func BenchmarkRelay(b *testing.B) {
 func drain(b *testing.B, relays, n int) {
 	js := connect(b)
 	p := db(b)
-	o := newOutbox(b, p, "")
+	o := outboxtest.New(b, p)
 	subject, s := stream(b, js, time.Minute)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := p.Exec(ctx, `INSERT INTO `+o.Table()+` (id, method, url, body)
-SELECT gen_random_uuid()::text, 'POST', $1, '{"kind":"order.paid"}'::bytea FROM generate_series(1, $2)`, natsoutbox.URL(subject), n); err != nil {
-		b.Fatal(err)
-	}
 	sender, _ := natsoutbox.New(js)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range relays {
-		r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Logger: quiet, Senders: map[string]outbox.Sender{natsoutbox.Scheme: sender}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		wg.Go(func() { r.Run(ctx) })
+	drained := func() bool {
+		info, err := s.Info(context.Background())
+		return err == nil && info.State.Msgs == uint64(n)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if info, err := s.Info(ctx); err == nil && info.State.Msgs == uint64(n) {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("backlog not drained")
-		}
-	}
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
-	cancel()
-	wg.Wait()
+	b.ReportMetric(outboxtest.Drain(b, p, o, natsoutbox.URL(subject), n, relays, map[string]outbox.Sender{natsoutbox.Scheme: sender}, drained), "msgs/s")
 }

@@ -2,9 +2,7 @@ package natsoutbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"os/exec"
@@ -24,13 +22,12 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var quiet = slog.New(slog.DiscardHandler)
 
 // connect reaches the tests' NATS with JetStream; without it the test is
 // skipped loudly, and fails under CI=true.
@@ -75,61 +72,6 @@ func db(t testing.TB) *pgxpool.Pool {
 	}
 	t.Cleanup(p.Close)
 	return p
-}
-
-// newOutbox makes an outbox on a table of the test's own (or the one
-// named), dropped after the test by whoever made it.
-func newOutbox(t testing.TB, p *pgxpool.Pool, table string) *outbox.Outbox {
-	t.Helper()
-	mine := table == ""
-	if mine {
-		table = "outbox_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	}
-	o, err := outbox.New(p, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mine {
-		if err := o.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
-			p.Exec(context.Background(), "DELETE FROM retryhttp_schema_versions WHERE name = $1", table)
-		})
-	}
-	return o
-}
-
-func run(t *testing.T, o outbox.RelayOptions) {
-	t.Helper()
-	o.Logger = quiet
-	r, err := outbox.NewRelay(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
-func pending(t testing.TB, p *pgxpool.Pool, o *outbox.Outbox) int {
-	var n int
-	if err := p.QueryRow(context.Background(), "SELECT count(*) FROM "+o.Table()+" WHERE status <> 'delivered'").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // inStream is how many times each Nats-Msg-Id is in the stream.
@@ -177,25 +119,6 @@ func onceEach(t *testing.T, got map[string]int, want map[string]bool) {
 	}
 }
 
-// forgetful publishes each message, and on its first delivery reports a
-// failure anyway: a relay that published and did not get to record it.
-type forgetful struct {
-	s    *natsoutbox.Sender
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (f *forgetful) Send(ctx context.Context, d outbox.Delivery) outbox.Result {
-	res := f.s.Send(ctx, d)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if res.Err == nil && !f.seen[d.ID] {
-		f.seen[d.ID] = true
-		return outbox.Result{Err: errors.New("the relay lost the outcome")}
-	}
-	return res
-}
-
 // Every message reaches the stream once, with its ID as Nats-Msg-Id, its
 // header and body, although every one of them is published twice: the
 // stream's duplicate window drops the second copy and acknowledges it,
@@ -203,17 +126,17 @@ func (f *forgetful) Send(ctx context.Context, d outbox.Delivery) outbox.Result {
 func TestPublishedOncePerMessage(t *testing.T) {
 	js := connect(t)
 	p := db(t)
-	o := newOutbox(t, p, "")
+	o := outboxtest.New(t, p)
 	subject, s := stream(t, js, time.Minute)
 	want := enqueue(t, p, o, subject, 200)
 	sender, err := natsoutbox.New(js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
-		Senders: map[string]outbox.Sender{natsoutbox.Scheme: &forgetful{s: sender, seen: map[string]bool{}}},
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
+		Senders: map[string]outbox.Sender{natsoutbox.Scheme: outboxtest.Forgetful(sender)},
 		Policy:  retryhttp.Policy{BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
-	eventually(t, "every message delivered", func() bool { return pending(t, p, o) == 0 })
+	outboxtest.Eventually(t, "every message delivered", func() bool { return outboxtest.Pending(t, p, o) == 0 })
 	onceEach(t, inStream(t, s), want)
 	m, err := s.GetMsg(context.Background(), 1)
 	if err != nil {
@@ -233,7 +156,7 @@ func TestRelayKilledAfterPublish(t *testing.T) {
 	}
 	js := connect(t)
 	p := db(t)
-	o := newOutbox(t, p, "")
+	o := outboxtest.New(t, p)
 	subject, s := stream(t, js, time.Minute)
 	want := enqueue(t, p, o, subject, 50)
 	child := exec.Command(os.Args[0], "-test.run=^TestChildRelay$")
@@ -242,16 +165,16 @@ func TestRelayKilledAfterPublish(t *testing.T) {
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the child's publishes", func() bool { return len(inStream(t, s)) >= 10 })
+	outboxtest.Eventually(t, "the child's publishes", func() bool { return len(inStream(t, s)) >= 10 })
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
-	if n := pending(t, p, o); n != len(want) {
+	if n := outboxtest.Pending(t, p, o); n != len(want) {
 		t.Fatalf("%d messages pending after the kill, want all %d: the child recorded nothing", n, len(want))
 	}
 	sender, _ := natsoutbox.New(js)
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 20 * time.Millisecond, Lease: time.Second,
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 20 * time.Millisecond, Lease: time.Second,
 		Senders: map[string]outbox.Sender{natsoutbox.Scheme: sender}})
-	eventually(t, "every message delivered", func() bool { return pending(t, p, o) == 0 })
+	outboxtest.Eventually(t, "every message delivered", func() bool { return outboxtest.Pending(t, p, o) == 0 })
 	onceEach(t, inStream(t, s), want)
 }
 
@@ -263,13 +186,16 @@ func TestChildRelay(t *testing.T) {
 		t.Skip("run by TestRelayKilledAfterPublish")
 	}
 	js := connect(t)
-	o := newOutbox(t, db(t), table)
+	o, err := outbox.New(db(t), table) // the parent's table, which the parent drops
+	if err != nil {
+		t.Fatal(err)
+	}
 	sender, _ := natsoutbox.New(js)
 	hang := outbox.SenderFunc(func(ctx context.Context, d outbox.Delivery) outbox.Result {
 		sender.Send(ctx, d)
 		select {} // killed here
 	})
-	r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Lease: time.Second, Logger: quiet,
+	r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Lease: time.Second, Logger: outboxtest.Quiet,
 		Senders: map[string]outbox.Sender{natsoutbox.Scheme: hang}})
 	if err != nil {
 		t.Fatal(err)
@@ -297,13 +223,13 @@ func TestDuplicateWindowOutlived(t *testing.T) {
 	if got := inStream(t, s)[d.ID]; got != 2 {
 		t.Fatalf("the stream holds the message %d times, want 2: the second publish inside the window dropped, the third after it kept", got)
 	}
-	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: quiet})
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	effects := 0
-	h, err := natsjs.Handler(natsjs.Options{Runner: runner, Logger: quiet}, func(ctx context.Context, msg jetstream.Msg) ([]byte, error) {
+	h, err := natsjs.Handler(natsjs.Options{Runner: runner, Logger: outboxtest.Quiet}, func(ctx context.Context, msg jetstream.Msg) ([]byte, error) {
 		mu.Lock()
 		effects++
 		mu.Unlock()
@@ -322,7 +248,7 @@ func TestDuplicateWindowOutlived(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Stop()
-	eventually(t, "both copies acknowledged", func() bool {
+	outboxtest.Eventually(t, "both copies acknowledged", func() bool {
 		ci, err := cons.Info(ctx)
 		return err == nil && ci.AckFloor.Stream == info.State.LastSeq
 	})
@@ -338,14 +264,14 @@ func TestDuplicateWindowOutlived(t *testing.T) {
 func TestUndeliverable(t *testing.T) {
 	js := connect(t)
 	p := db(t)
-	o := newOutbox(t, p, "")
+	o := outboxtest.New(t, p)
 	ctx := context.Background()
 	noStream, _ := o.Enqueue(ctx, p, outbox.Message{URL: natsoutbox.URL("nobody.listens." + uuid.NewString())})
 	noSubject, _ := o.Enqueue(ctx, p, outbox.Message{URL: natsoutbox.URL("orders.*")})
 	sender, _ := natsoutbox.New(js)
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Senders: map[string]outbox.Sender{natsoutbox.Scheme: sender},
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Senders: map[string]outbox.Sender{natsoutbox.Scheme: sender},
 		Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
-	eventually(t, "both dead", func() bool {
+	outboxtest.Eventually(t, "both dead", func() bool {
 		a, _ := o.State(ctx, noStream)
 		b, _ := o.State(ctx, noSubject)
 		return a.Status == outbox.Dead && b.Status == outbox.Dead

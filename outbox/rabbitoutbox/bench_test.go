@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
 )
 
@@ -82,30 +83,8 @@ func depth(b *testing.B, conn *amqp.Connection, q string) int {
 func drain(b *testing.B, relays, n int) {
 	d := dial(b, "")
 	p := db(b)
-	o := newOutbox(b, p)
+	o := outboxtest.New(b, p)
 	conn, q := queue(b, d)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := p.Exec(ctx, `INSERT INTO `+o.Table()+` (id, method, url, body)
-SELECT gen_random_uuid()::text, 'POST', $1, '{"kind":"order.paid"}'::bytea FROM generate_series(1, $2)`, rabbitoutbox.URL("", q), n); err != nil {
-		b.Fatal(err)
-	}
-	sender := newSender(b, d)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range relays {
-		r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Logger: quiet, Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: sender}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		wg.Go(func() { r.Run(ctx) })
-	}
-	for deadline := time.Now().Add(60 * time.Second); depth(b, conn, q) < n; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("backlog not drained")
-		}
-	}
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
-	cancel()
-	wg.Wait()
+	drained := func() bool { return depth(b, conn, q) >= n }
+	b.ReportMetric(outboxtest.Drain(b, p, o, rabbitoutbox.URL("", q), n, relays, map[string]outbox.Sender{rabbitoutbox.Scheme: newSender(b, d)}, drained), "msgs/s")
 }

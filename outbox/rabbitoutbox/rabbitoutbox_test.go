@@ -2,9 +2,7 @@ package rabbitoutbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -21,13 +19,12 @@ import (
 	"github.com/retryhttp/retryhttp/internal/faultproxy"
 	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var quiet = slog.New(slog.DiscardHandler)
 
 // dial reaches the broker at addr (host:port), or the tests' own when
 // addr is ""; an unreachable broker skips the test loudly, and fails it
@@ -99,74 +96,6 @@ func db(t testing.TB) *pgxpool.Pool {
 	return p
 }
 
-func newOutbox(t testing.TB, p *pgxpool.Pool) *outbox.Outbox {
-	t.Helper()
-	table := "outbox_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	o, err := outbox.New(p, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
-		p.Exec(context.Background(), "DELETE FROM retryhttp_schema_versions WHERE name = $1", table)
-	})
-	return o
-}
-
-func run(t *testing.T, o outbox.RelayOptions) {
-	t.Helper()
-	o.Logger = quiet
-	r, err := outbox.NewRelay(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
-func pending(t *testing.T, p *pgxpool.Pool, o *outbox.Outbox) int {
-	var n int
-	if err := p.QueryRow(context.Background(), "SELECT count(*) FROM "+o.Table()+" WHERE status <> 'delivered'").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// forgetful publishes each message, and on its first delivery reports a
-// failure anyway: a relay that published, had it confirmed, and did not
-// get to record it.
-type forgetful struct {
-	s    *rabbitoutbox.Sender
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (f *forgetful) Send(ctx context.Context, d outbox.Delivery) outbox.Result {
-	res := f.s.Send(ctx, d)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if res.Err == nil && !f.seen[d.ID] {
-		f.seen[d.ID] = true
-		return outbox.Result{Err: errors.New("the relay lost the outcome")}
-	}
-	return res
-}
-
 // Every message is published twice (its relay lost the first outcome),
 // so the queue holds two copies of each, with the message's ID as
 // message-id, its header and body; a consumer behind queue/rabbitmq runs
@@ -174,7 +103,7 @@ func (f *forgetful) Send(ctx context.Context, d outbox.Delivery) outbox.Result {
 func TestOneEffectPerMessage(t *testing.T) {
 	d := dial(t, "")
 	p := db(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	conn, q := queue(t, d)
 	const n = 200
 	want := map[string]bool{}
@@ -186,19 +115,19 @@ func TestOneEffectPerMessage(t *testing.T) {
 		}
 		want[id] = true
 	}
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
-		Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: &forgetful{s: newSender(t, d), seen: map[string]bool{}}},
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
+		Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: outboxtest.Forgetful(newSender(t, d))},
 		Policy:  retryhttp.Policy{BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
-	eventually(t, "every message delivered", func() bool { return pending(t, p, o) == 0 })
+	outboxtest.Eventually(t, "every message delivered", func() bool { return outboxtest.Pending(t, p, o) == 0 })
 
-	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: quiet})
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	effects := map[string]int{}
 	copies := map[string]int{}
-	handle, err := rabbitmq.Handler(rabbitmq.Options{Runner: runner, Logger: quiet}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
+	handle, err := rabbitmq.Handler(rabbitmq.Options{Runner: runner, Logger: outboxtest.Quiet}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
 		if d.ContentType != "text/plain" || d.Headers["Order"] == nil || !strings.HasPrefix(string(d.Body), "order ") {
 			return nil, fmt.Errorf("delivery lost its header or body: %+v", d)
 		}
@@ -293,7 +222,7 @@ func TestReconnects(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	proxy.CutAll()
-	eventually(t, "a Send on a new connection", func() bool { return s.Send(ctx, delivery(t, rabbitoutbox.URL("", q))).Err == nil })
+	outboxtest.Eventually(t, "a Send on a new connection", func() bool { return s.Send(ctx, delivery(t, rabbitoutbox.URL("", q))).Err == nil })
 	s.Close()
 	if res := s.Send(ctx, delivery(t, rabbitoutbox.URL("", q))); res.Err == nil {
 		t.Error("a Send after Close succeeded")
@@ -306,15 +235,15 @@ func TestReconnects(t *testing.T) {
 func TestUnroutableIsDeadWithTheReason(t *testing.T) {
 	d := dial(t, "")
 	p := db(t)
-	o := newOutbox(t, p)
+	o := outboxtest.New(t, p)
 	ctx := context.Background()
 	id, err := o.Enqueue(ctx, p, outbox.Message{URL: rabbitoutbox.URL("", "no-queue-"+uuid.NewString())})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: newSender(t, d)},
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: newSender(t, d)},
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
-	eventually(t, "the message dead", func() bool {
+	outboxtest.Eventually(t, "the message dead", func() bool {
 		s, err := o.State(ctx, id)
 		return err == nil && s.Status == outbox.Dead
 	})
