@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testenv"
 	rt "github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -160,22 +161,9 @@ func TestTimeoutsStayTimeouts(t *testing.T) {
 
 // sumOf adds up every series of a counter or histogram (its count).
 func sumOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	fams, err := reg.Gather()
-	require.NoError(t, err)
-	sum := 0.0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.Metric {
-			if m.Counter != nil {
-				sum += m.Counter.GetValue()
-			} else if m.Histogram != nil {
-				sum += float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return sum
+	t.Helper()
+	v, _ := testenv.Sum(t, reg, name, nil)
+	return v
 }
 
 func readAll(resp *http.Response) {

@@ -268,37 +268,18 @@ func (l *eventLog) list() []string {
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != "outbox_deliveries_total" {
-			continue
-		}
-		for _, m := range f.Metric {
-			for _, l := range m.Label {
-				if l.GetName() == "outcome" && l.GetValue() == outcome {
-					return m.Counter.GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	t.Helper()
+	v, _ := testenv.Sum(t, reg, "outbox_deliveries_total", map[string]string{"outcome": outcome})
+	return v
 }
 
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	t.Helper()
+	v, ok := testenv.Sum(t, reg, name, nil)
+	if !ok {
+		t.Fatalf("no %s", name)
 	}
-	for _, f := range fams {
-		if f.GetName() == name && len(f.Metric) == 1 {
-			return f.Metric[0].Gauge.GetValue()
-		}
-	}
-	t.Fatalf("no %s", name)
-	return 0
+	return v
 }
 
 // The backlog gauges read the table.

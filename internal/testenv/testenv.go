@@ -1,11 +1,13 @@
 // Package testenv holds what the tests of several modules share about the
-// services they need.
+// services they need, and reading back the metrics they count.
 package testenv
 
 import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Unreachable reports that a service a test needs cannot be reached: it
@@ -54,4 +56,50 @@ func AMQPURL() string {
 		return u
 	}
 	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// Sum is the sum over g's series named name whose labels include labels
+// (nil: every series of the name): a counter's or a gauge's value, a
+// histogram's count of observations. found is false when no series
+// matched.
+func Sum(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) (sum float64, found bool) {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			if !contains(have, labels) {
+				continue
+			}
+			found = true
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum, found
+}
+
+// contains reports whether have holds every label of want.
+func contains(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }

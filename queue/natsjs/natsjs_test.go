@@ -204,26 +204,11 @@ func TestExactlyOncePerOrder(t *testing.T) {
 // test's consumer.
 func messages(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := testenv.Sum(t, reg, "queue_messages_total", map[string]string{"outcome": outcome, "consumer": "fulfilment", "broker": "nats"})
+	if !ok {
+		t.Fatalf("no queue_messages_total series for outcome %q", outcome)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "queue_messages_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["outcome"] == outcome && labels["consumer"] == "fulfilment" && labels["broker"] == "nats" {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no queue_messages_total series for outcome %q", outcome)
-	return 0
+	return v
 }
 
 // A message without a key cannot be deduplicated: it is terminated, and
