@@ -312,8 +312,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
 		}
+		attemptAt := monoBase.Add(lastRead) // this attempt's send time, near enough for the windows
 		if throttleOf != nil {
-			if err := throttleOf.allow(t.Throttle.settings.K, monoBase.Add(lastRead), rand.Float64); err != nil {
+			if err := throttleOf.allow(t.Throttle.settings.K, attemptAt, rand.Float64); err != nil {
 				closeRequestBody(areq)
 				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonThrottled, p)
 			}
@@ -343,14 +344,14 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			resp, err = send(sendVia, sreq, p.AttemptTimeout)
 			// The Breaker and the Throttle count a success at its send time
-			// (lastRead: no clock read on the healthy path) and anything else
-			// at its end, one reading shared.
+			// (no clock read on the healthy path) and anything else at its
+			// end, one reading shared.
 			var clk onceClock
 			if circuitOf != nil {
-				circuitOf.report(ticket, areq, resp, err, monoBase.Add(lastRead), clk.now)
+				circuitOf.report(ticket, areq, resp, err, attemptAt, clk.now)
 			}
 			if throttleOf != nil {
-				throttleOf.report(t, areq, resp, err, monoBase.Add(lastRead), clk.now)
+				throttleOf.report(t, areq, resp, err, attemptAt, clk.now)
 			}
 			if hedge != nil && err == nil {
 				hedge.lat.record(mono() - sentAt)
