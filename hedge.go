@@ -221,7 +221,8 @@ func (l *latencies) quantile(q float64) (time.Duration, bool) {
 
 // copyResult is what one copy of a hedged attempt came back with.
 type copyResult struct {
-	req    *http.Request // as sent, with the copy's own context
+	req    *http.Request // as prepared, in the RoundTrip's context: what the retry rules judge
+	sreq   *http.Request // as sent, with the copy's own context, cancelled when it lost
 	n      int           // its attempt number
 	resp   *http.Response
 	err    error
@@ -238,6 +239,11 @@ type copyResult struct {
 // request and outcome, or the last failed copy's, and how many copies it
 // sent. Every copy's outcome is reported to the Breaker, the Throttle and
 // the latencies; the losers are cancelled and their bodies closed.
+//
+// The request returned is the copy as prepared, in the RoundTrip's own
+// context, not the copy's: the copy's context is cancelled once the race
+// is over, and a failure must read as what it was (a reset, a timeout),
+// not as the caller's cancellation.
 func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request, n int, ticket circuit.Ticket) (*http.Request, *http.Response, error, int) {
 	results := make(chan copyResult, 1+r.maxHedges)
 	cancels := make([]context.CancelCauseFunc, 0, 1+r.maxHedges)
@@ -248,7 +254,7 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 		go func() {
 			start := mono()
 			resp, err := send(r.via, sreq, r.attemptTimeout)
-			results <- copyResult{req: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, sent: start, took: mono() - start}
+			results <- copyResult{req: areq, sreq: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, sent: start, took: mono() - start}
 		}()
 	}
 	launch(first, n, ticket)
@@ -341,10 +347,10 @@ type raceParams struct {
 func (r *raceParams) observe(t *Transport, c *copyResult) {
 	sent := monoBase.Add(c.sent)
 	if r.circuit != nil {
-		r.circuit.report(c.ticket, c.req, c.resp, c.err, sent, clockNow)
+		r.circuit.report(c.ticket, c.sreq, c.resp, c.err, sent, clockNow)
 	}
 	if r.throttle != nil {
-		r.throttle.report(t, c.req, c.resp, c.err, sent, clockNow)
+		r.throttle.report(t, c.sreq, c.resp, c.err, sent, clockNow)
 	}
 	if c.err == nil {
 		r.lat.record(c.took)

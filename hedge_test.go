@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,4 +286,113 @@ func TestNoKeylessUnsafeRequestSentTwice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// faultServer runs faults[i] on its request i+1 (an abort of the
+// connection, at once or after a while, or a stall until the client goes
+// away) and answers 200 once they run out, counting every request it gets.
+func faultServer(t *testing.T, http2 bool, faults ...func(*http.Request)) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if i := int(n.Add(1)) - 1; i < len(faults) {
+			faults[i](r)
+		}
+		io.WriteString(w, "ok")
+	}))
+	if http2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+// abortAfter cuts the request's connection (HTTP/1) or stream (HTTP/2)
+// after d, with no response.
+func abortAfter(d time.Duration) func(*http.Request) {
+	return func(*http.Request) {
+		time.Sleep(d)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// stall holds the request until the client gives up on it.
+func stall(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(5 * time.Second):
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// A copy that fails with a network error or a timeout is an attempt's
+// outcome like any other: with hedging on, a GET ends as it does without
+// hedging (the same status or reason, the same sends at the server, the
+// same attempts, a hedge standing for a retry), over HTTP/1.1 and HTTP/2. Canceled is only
+// for a caller whose context ended.
+func TestHedgeKeepsTheRetryRulesAfterNetworkErrors(t *testing.T) {
+	cut30 := abortAfter(30 * time.Millisecond)
+	cases := []struct {
+		name    string
+		faults  []func(*http.Request)
+		refused bool // a closed port instead of the server
+		want    string
+		sends   int64
+		retries int
+	}{
+		{name: "closed at once", faults: []func(*http.Request){abortAfter(0)}, want: "200", sends: 2, retries: 1},
+		{name: "both copies closed after 30ms", faults: []func(*http.Request){cut30, cut30}, want: "200", sends: 3, retries: 2},
+		{name: "refused", refused: true, want: "gave up: attempts after 3 attempts", retries: 2},
+		{name: "both copies past AttemptTimeout", faults: []func(*http.Request){stall, stall}, want: "200", sends: 3, retries: 2},
+	}
+	for _, h2 := range []bool{false, true} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/http2=%v", c.name, h2), func(t *testing.T) {
+				for _, hedge := range []*Hedging{nil, {Delay: 10 * time.Millisecond}} {
+					srv, n := faultServer(t, h2, c.faults...)
+					url := srv.URL
+					if c.refused {
+						url = closedURL(t)
+					}
+					base := srv.Client().Transport.(*http.Transport).Clone()
+					tr := &Transport{Base: base, Hedge: hedge, Budget: NoBudget,
+						Policy: Policy{MaxAttempts: 3, BaseDelay: time.Millisecond, AttemptTimeout: 100 * time.Millisecond}}
+					var mu sync.Mutex
+					kinds := map[EventKind]int{}
+					tr.AddHook(eventsHook(func(e Event) { mu.Lock(); kinds[e.Kind]++; mu.Unlock() }))
+					req, err := http.NewRequest("GET", url, nil)
+					require.NoError(t, err)
+					resp, err := tr.RoundTrip(req)
+					var got string
+					if err == nil {
+						resp.Body.Close()
+						got = strconv.Itoa(resp.StatusCode)
+					} else {
+						var re *RetryError
+						require.ErrorAs(t, err, &re)
+						got = fmt.Sprintf("gave up: %s after %d attempts", re.Reason, re.Attempts)
+					}
+					base.CloseIdleConnections()
+					assert.Equal(t, c.want, got, "hedging %v: %v", hedge != nil, err)
+					assert.Equal(t, c.sends, n.Load(), "hedging %v: sends at the server", hedge != nil)
+					mu.Lock()
+					// A hedge is an attempt sent instead of a retry, never on top of one.
+					assert.Equal(t, c.retries, kinds[EventRetry]+kinds[EventHedge], "hedging %v: retries and hedges", hedge != nil)
+					assert.Equal(t, 1, kinds[EventDone], "hedging %v", hedge != nil)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+}
+
+// closedURL is the address of a port nothing listens on.
+func closedURL(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
 }
