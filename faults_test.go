@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -60,6 +61,56 @@ func TestHiddenResendsAreCounted(t *testing.T) {
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Len(t, srv.Requests(), 3, "1 + 2 on the wire, as MaxAttempts says")
 		assert.Equal(t, []int{2}, attempts, "the give-up names the resend as attempt 2")
+	})
+}
+
+// A keyed POST whose answer is lost on a reused connection: net/http would
+// resend it by itself inside the round trip. MaxAttempts is the number of
+// sends the server sees, so under an upper layer that retries too (the
+// same key again: this Transport sends once), S upper attempts over R make
+// at most R + S − 1 sends; over HTTP/1.1 and HTTP/2.
+func TestMaxAttemptsBoundsTheSendsOnTheWire(t *testing.T) {
+	protocols(t, func(t *testing.T, h2 bool) {
+		for _, c := range []struct {
+			name  string
+			steps []rt.Step // after a first 200 that leaves the connection idle
+			max   int
+			sends int // of the keyed POST, at the server
+		}{
+			{"one attempt", []rt.Step{rt.DropResponse(), rt.Status(200)}, 1, 1},
+			{"two attempts", []rt.Step{rt.DropResponse(), rt.DropResponse(), rt.Status(200)}, 2, 2},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				srv := rt.Start(t, rt.Script{"/warm": {rt.Status(200)}, "/charge": c.steps}, rt.Options{HTTP2: h2})
+				hc := client(t, srv, &retryhttp.Transport{Budget: retryhttp.NoBudget,
+					Policy: retryhttp.Policy{MaxAttempts: c.max, BaseDelay: time.Millisecond}})
+				resp, err := hc.Get(srv.URL + "/warm")
+				require.NoError(t, err)
+				readAll(resp) // the POST goes on this connection, reused
+				req, err := http.NewRequest("POST", srv.URL+"/charge", strings.NewReader(`{"amount":100}`))
+				require.NoError(t, err)
+				req.Header.Set("Idempotency-Key", "charge-1")
+				_, err = hc.Do(req)
+				require.Error(t, err, "every send lost its answer")
+				assert.Len(t, srv.RequestsTo("/charge"), c.sends, "MaxAttempts %d", c.max)
+				assert.Equal(t, c.sends, srv.Effects.Count("charge-1"), "each send the server saw ran the handler")
+			})
+		}
+		t.Run("R + S - 1 under an upper layer", func(t *testing.T) {
+			const R, S = 3, 2
+			srv := rt.Start(t, rt.Script{"/charge": {rt.Status(503), rt.Status(503), rt.Status(503), rt.DropResponse(), rt.DropResponse(), rt.Status(200)}}, rt.Options{HTTP2: h2})
+			hc := client(t, srv, &retryhttp.Transport{Budget: retryhttp.NoBudget,
+				Policy: retryhttp.Policy{MaxAttempts: R, BaseDelay: time.Millisecond}, Logger: slog.New(slog.DiscardHandler)})
+			for range S { // the upper layer: the same call, the same key, again
+				req, err := http.NewRequest("POST", srv.URL+"/charge", strings.NewReader(`{"amount":100}`))
+				require.NoError(t, err)
+				req.Header.Set("Idempotency-Key", "order-7")
+				if resp, err := hc.Do(req); err == nil {
+					readAll(resp)
+				}
+			}
+			assert.LessOrEqual(t, len(srv.RequestsTo("/charge")), R+S-1, "sends at the server")
+		})
 	})
 }
 

@@ -337,7 +337,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			areq, resp, err, sent = t.race(ctx, hedge, areq, attempt, ticket)
 			attempt += sent - 1
 		} else {
-			sreq, sends := traceSends(base, areq)
+			sreq, sends := traceSends(base, areq, p.MaxAttempts-attempt+1)
 			var sentAt time.Duration
 			if hedge != nil { // learning the host's latencies
 				sentAt = mono()

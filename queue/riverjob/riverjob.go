@@ -21,7 +21,8 @@
 // later attempt the middleware sends each call once (retryhttp's
 // WithoutRetries), since River's retry is then the one that counts: S
 // River attempts over R Transport attempts make at most R + S − 1 sends
-// of a call, not R × S.
+// of a call with a body, not R × S, net/http's own resend of a lost answer
+// included (the Transport withholds it past MaxAttempts).
 //
 // River's transactional insert (Client.InsertTx in the transaction of the
 // state change, the idempotency middleware's pgstore.Tx in transactional
