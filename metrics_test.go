@@ -116,6 +116,9 @@ func TestMetricsScraped(t *testing.T) {
 	assert.Equal(t, 2.0, value(f, "retryhttp_circuit_state", "host=http://api.test:80"))
 	h := f["retryhttp_attempts_per_request"].Metric[0].Histogram
 	assert.Equal(t, 3+2+1+1.0, h.GetSampleSum())
+	// The gauge holds Breakers weakly: a collection before the scrape
+	// would drop the series this test reads.
+	runtime.KeepAlive(b)
 }
 
 func TestMetricsRegisterTwiceShares(t *testing.T) {
