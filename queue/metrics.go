@@ -1,8 +1,10 @@
 // Package queue holds what the queue consumer wrappers share: the
 // Prometheus series they count into, so that queue/natsjs and
 // queue/rabbitmq (modules of their own) feed one dashboard and one set of
-// rules. Use those modules' NewMetrics; this package is the series they
-// register.
+// rules (use those modules' NewMetrics; this package is the series they
+// register), and the failures every consumer treats alike: Permanent, for
+// a handler to end a message that no redelivery can fix, and PanicError,
+// what a handler's panic becomes.
 //
 //	queue_messages_total{broker,consumer,outcome}  deliveries by outcome
 //	queue_redeliveries_total{broker,consumer}      deliveries that were not a message's first

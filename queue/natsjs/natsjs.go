@@ -12,10 +12,31 @@
 // Retention, so a message republished later, or an event published twice
 // under two IDs but one business key, still runs once.
 //
-// The handler's context carries the key as the operation
-// (idempotency.WithOperationKey, through the Runner), so HTTP calls it makes
+// The handler's context carries the key as the operation (through the
+// Runner, as retryhttp.WithOperationKey sets one), so HTTP calls it makes
 // through a retryhttp.Transport with InjectIdempotencyKey send keys derived
 // from it: the same keys on every redelivery.
+//
+// Failures that no redelivery fixes are bounded. A handler that panics has
+// failed its run: the panic is recovered (a queue.PanicError, logged with
+// its stack), the key released and the message redelivered with a backoff,
+// while the consumer goes on with the messages behind it. A handler that
+// knows a message can never succeed returns queue.Permanent(err), and the
+// message is terminated at once. With Policy.MaxAttempts, the delivery
+// count (NumDelivered) is checked before the handler runs: a message past
+// it is terminated without running again, however its earlier deliveries
+// ended.
+//
+// Timing. A delivery keeps its message while it runs, however long: it is
+// marked in progress every Options.AckWait/3, and the Runner extends its
+// claim every LockTimeout/3. A redelivery that meets the same key running
+// elsewhere waits up to the Runner's MaxWait, then is negatively
+// acknowledged with a backoff (EventFailed, idempotency.ErrInFlight). So a
+// consumer process that dies mid-run has its message redelivered after
+// AckWait, and that delivery runs the handler once the dead claim lapses,
+// LockTimeout after its last extension: keep AckWait at or below
+// LockTimeout, and MaxWait at LockTimeout (its default) so that the
+// redelivery waits the lapse out rather than spending a delivery.
 package natsjs
 
 import (
@@ -25,12 +46,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/queue"
 )
 
 // Options configure Handler.
@@ -40,14 +63,23 @@ type Options struct {
 	// and its Retention must exceed the longest redelivery delay.
 	Runner *idempotency.Runner
 	// Key returns a message's business key. nil means its Nats-Msg-Id
-	// header, and a message without one is terminated (Term) with an
-	// error logged: it cannot be deduplicated.
+	// header. A message for which it returns an error (the default's: no
+	// header) is terminated (Term) with the error logged, and the handler
+	// does not run: it cannot be deduplicated.
 	Key func(jetstream.Msg) (string, error)
 	// Policy gives the delay of a redelivery after a failure: Backoff of
 	// the delivery count. Its zero fields mean 1 s and 1 min, FullJitter.
 	// MaxAttempts, if set, terminates a message that failed that many
-	// deliveries, for the stream's dead-letter advisory.
+	// deliveries, for the stream's dead-letter advisory; a delivery
+	// already past it (its consumers crashed on it) is terminated without
+	// running the handler, unless its key has run, when it is acknowledged
+	// as a duplicate.
 	Policy retryhttp.Policy
+	// AckWait is the consumer's AckWait: while a delivery runs, it is
+	// marked in progress every AckWait/3, so that JetStream does not
+	// redeliver it to another consumer meanwhile. 0 means JetStream's
+	// default, 30 s.
+	AckWait time.Duration
 	// Logger gets failures and terminations; nil means slog.Default().
 	Logger *slog.Logger
 	// Hooks are told each delivery's outcome (see Hook).
@@ -89,6 +121,12 @@ func newConsumer(o Options, h func(ctx context.Context, msg jetstream.Msg) ([]by
 	if o.Key == nil {
 		o.Key = msgID
 	}
+	if o.AckWait < 0 {
+		return nil, fmt.Errorf("natsjs: AckWait %v is negative", o.AckWait)
+	}
+	if o.AckWait == 0 {
+		o.AckWait = 30 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -117,7 +155,16 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	e.Key = key
-	_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) { return c.h(ctx, msg) })
+	maxAttempts := uint64(c.o.Policy.MaxAttempts)
+	past := maxAttempts > 0 && deliveries > maxAttempts // a message that crashed its consumers, or failed too often
+	stop := c.progress(msg)
+	_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) {
+		if past {
+			return nil, fmt.Errorf("natsjs: delivery %d is past MaxAttempts %d: not run", deliveries, maxAttempts)
+		}
+		return queue.Run(func() ([]byte, error) { return c.h(ctx, msg) })
+	})
+	stop()
 	switch {
 	case err == nil:
 		e.Kind = EventProcessed
@@ -125,17 +172,55 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 			e.Kind = EventDuplicate
 		}
 		c.tell(ctx, e, msg.Ack())
-	case c.o.Policy.MaxAttempts > 0 && deliveries >= uint64(c.o.Policy.MaxAttempts):
+	case past || queue.IsPermanent(err) || maxAttempts > 0 && deliveries >= maxAttempts:
 		e.Kind, e.Err = EventTerminated, err
-		c.o.Logger.LogAttrs(ctx, slog.LevelError, "natsjs: message terminated after its last delivery", slog.String("key", key),
-			slog.String("deliveries", strconv.FormatUint(deliveries, 10)), slog.String("error", err.Error()))
+		c.o.Logger.LogAttrs(ctx, slog.LevelError, "natsjs: message terminated", failure(key, deliveries, err)...)
 		c.tell(ctx, e, msg.Term())
 	default:
 		e.Kind, e.Err = EventFailed, err
 		wait := c.o.Policy.Backoff(int(min(deliveries, 1<<20))-1, 0, rand.Float64())
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "natsjs: message failed; redelivering", slog.String("key", key),
-			slog.String("in", wait.String()), slog.String("error", err.Error()))
+		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "natsjs: message failed; redelivering", append(failure(key, deliveries, err), slog.String("in", wait.String()))...)
 		c.tell(ctx, e, msg.NakWithDelay(wait))
+	}
+}
+
+// failure is what a log record of a failed delivery says: the key, the
+// delivery, the error, and the stack of a handler that panicked.
+func failure(key string, deliveries uint64, err error) []slog.Attr {
+	attrs := []slog.Attr{slog.String("key", key), slog.String("deliveries", strconv.FormatUint(deliveries, 10)), slog.String("error", err.Error())}
+	var p *queue.PanicError
+	if errors.As(err, &p) {
+		attrs = append(attrs, slog.String("stack", string(p.Stack)))
+	}
+	return attrs
+}
+
+// progress tells JetStream, every AckWait/3 until the returned func is
+// called, that msg is still being worked on (InProgress), so that a run
+// longer than AckWait (a slow handler, or a wait for the same key's run
+// elsewhere, up to the Runner's MaxWait) keeps its message instead of
+// having it redelivered meanwhile.
+func (c *consumer) progress(msg jetstream.Msg) (stop func()) {
+	every := c.o.AckWait / 3
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock() // t is set before the first tick reads it
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		msg.InProgress()
+		t.Reset(every)
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
 	}
 }
 

@@ -15,6 +15,29 @@
 // The handler's context carries the key as the operation (through the
 // Runner), so HTTP calls it makes through a retryhttp.Transport with
 // InjectIdempotencyKey send the same derived keys on every delivery.
+//
+// Failures that no redelivery fixes are bounded. A handler that panics has
+// failed its run: the panic is recovered (a queue.PanicError, logged with
+// its stack), the key released and the delivery requeued after its
+// backoff, while the consumer goes on. A handler that knows a message can
+// never succeed returns queue.Permanent(err), and the delivery is rejected
+// at once. On a quorum queue, with Policy.MaxAttempts, the delivery count
+// (x-delivery-count) is checked before the handler runs: a delivery past
+// it is rejected without running again, however its earlier deliveries
+// ended. A classic queue keeps no delivery count (see Options.Policy).
+//
+// Timing. The backoff of a failed delivery is waited in the handler's
+// goroutine before the requeue, so it holds one of the channel's prefetch
+// slots for up to Policy.MaxDelay: set the prefetch above the number of
+// failures you expect at once, and call the handler from that many
+// goroutines. A delay without a held slot takes a retry queue with a
+// message TTL that dead-letters back to the work queue, topology this
+// package does not own: declare it and publish failures there from your
+// handler if your failures are many and slow. A delivery that runs longer
+// than the broker's consumer timeout (consumer_timeout, 30 minutes by
+// default) has its channel closed and is redelivered; a redelivery that
+// meets its key still running elsewhere waits up to the Runner's MaxWait,
+// then is requeued with a backoff (EventFailed, idempotency.ErrInFlight).
 package rabbitmq
 
 import (
@@ -29,6 +52,7 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/queue"
 )
 
 // Options configure Handler.
@@ -38,16 +62,23 @@ type Options struct {
 	// processes), and its Retention must exceed the longest redelivery
 	// delay.
 	Runner *idempotency.Runner
-	// Key returns a delivery's business key. nil means its MessageId, and
-	// a delivery without one is rejected without requeue (dead-lettered,
-	// if the queue has a dead-letter exchange), an error logged: it
-	// cannot be deduplicated.
+	// Key returns a delivery's business key. nil means its MessageId. A
+	// delivery for which it returns an error (the default's: no
+	// message-id) is rejected without requeue (dead-lettered, if the queue
+	// has a dead-letter exchange), the error logged, and the handler does
+	// not run: it cannot be deduplicated.
 	Key func(amqp.Delivery) (string, error)
 	// Policy gives the wait before a failed delivery is requeued: Backoff
 	// of its delivery count (x-delivery-count on quorum queues; otherwise
 	// 1, or 2 once redelivered). Its zero fields mean 1 s and 1 min,
-	// FullJitter. MaxAttempts, if set and the count is known, rejects a
-	// delivery without requeue after that many.
+	// FullJitter. MaxAttempts, if set and the count is known (a quorum
+	// queue), rejects a delivery without requeue after that many; a
+	// delivery already past it (its consumers crashed on it) is rejected
+	// without running the handler, unless its key has run, when it is
+	// acknowledged as a duplicate. A classic queue keeps no count: there
+	// MaxAttempts does not apply, and a delivery that always fails is
+	// requeued until a handler returns queue.Permanent (or the queue's
+	// own policy drops it).
 	Policy retryhttp.Policy
 	// Logger gets failures and rejections; nil means slog.Default().
 	Logger *slog.Logger
@@ -125,7 +156,14 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 		return
 	}
 	e.Key = key
-	_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) { return c.h(ctx, d) })
+	maxAttempts := int64(c.o.Policy.MaxAttempts)
+	past := exact && maxAttempts > 0 && n > maxAttempts // a delivery that crashed its consumers, or failed too often
+	_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) {
+		if past {
+			return nil, fmt.Errorf("rabbitmq: delivery %d is past MaxAttempts %d: not run", n, maxAttempts)
+		}
+		return queue.Run(func() ([]byte, error) { return c.h(ctx, d) })
+	})
 	switch {
 	case err == nil:
 		e.Kind = EventProcessed
@@ -133,16 +171,14 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 			e.Kind = EventDuplicate
 		}
 		c.tell(ctx, e, d.Ack(false))
-	case exact && c.o.Policy.MaxAttempts > 0 && n >= int64(c.o.Policy.MaxAttempts):
+	case past || queue.IsPermanent(err) || exact && maxAttempts > 0 && n >= maxAttempts:
 		e.Kind, e.Err = EventRejected, err
-		c.o.Logger.LogAttrs(ctx, slog.LevelError, "rabbitmq: delivery rejected after its last attempt", slog.String("key", key),
-			slog.Int64("deliveries", n), slog.String("error", err.Error()))
+		c.o.Logger.LogAttrs(ctx, slog.LevelError, "rabbitmq: delivery rejected", failure(key, n, err)...)
 		c.tell(ctx, e, d.Reject(false))
 	default:
 		e.Kind, e.Err = EventFailed, err
 		wait := c.o.Policy.Backoff(int(min(n, 1<<20))-1, 0, rand.Float64())
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: delivery failed; requeuing", slog.String("key", key),
-			slog.String("after", wait.String()), slog.String("error", err.Error()))
+		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: delivery failed; requeuing", append(failure(key, n, err), slog.String("after", wait.String()))...)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -151,6 +187,17 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 		}
 		c.tell(ctx, e, d.Nack(false, true))
 	}
+}
+
+// failure is what a log record of a failed delivery says: the key, the
+// delivery, the error, and the stack of a handler that panicked.
+func failure(key string, deliveries int64, err error) []slog.Attr {
+	attrs := []slog.Attr{slog.String("key", key), slog.Int64("deliveries", deliveries), slog.String("error", err.Error())}
+	var p *queue.PanicError
+	if errors.As(err, &p) {
+		attrs = append(attrs, slog.String("stack", string(p.Stack)))
+	}
+	return attrs
 }
 
 // tell reports e, with its acknowledgement's error if any, to the hooks.

@@ -39,6 +39,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/queue"
 )
 
 // Middleware is the River worker middleware. Put it in river.Config's
@@ -58,13 +59,17 @@ func jobID(job *rivertype.JobRow) (string, error) {
 	return "river-job-" + strconv.FormatInt(job.ID, 10), nil
 }
 
-// ErrNoKey wraps the error of a Key that gave no key. The job
-// fails with it, and does not run: its calls could not be deduplicated.
+// ErrNoKey wraps the error of a Key that gave no key. The job does not
+// run, since its calls could not be deduplicated, and is cancelled
+// (river.JobCancel) rather than failed: no retry would give it a key.
 var ErrNoKey = errors.New("riverjob: no operation key for the job")
 
 // Work implements rivertype.WorkerMiddleware: it runs the job with its
 // operation in the context, and with the Transport's retries off after
-// the first attempt.
+// the first attempt. A job whose worker returns queue.Permanent(err) is
+// cancelled (river.JobCancel), as the other consumers end a message that
+// no redelivery can fix; River itself recovers a worker's panic as a
+// failed attempt.
 func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	keyOf := m.Key
 	if keyOf == nil {
@@ -75,13 +80,17 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		err = errors.New("empty key")
 	}
 	if err != nil {
-		return errors.Join(ErrNoKey, err)
+		return river.JobCancel(errors.Join(ErrNoKey, err))
 	}
 	ctx = retryhttp.WithOperationKey(ctx, key)
 	if job.Attempt > 1 {
 		ctx = retryhttp.WithoutRetries(ctx)
 	}
-	return doInner(ctx)
+	err = doInner(ctx)
+	if queue.IsPermanent(err) {
+		return river.JobCancel(err)
+	}
+	return err
 }
 
 var _ rivertype.WorkerMiddleware = (*Middleware)(nil)

@@ -26,6 +26,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/riverjob"
 )
 
@@ -189,13 +190,32 @@ func TestStableKeysAndOneRetryLayer(t *testing.T) {
 	}
 }
 
-// A Key that gives no key fails the job before it runs.
-func TestNoKeyFailsTheJob(t *testing.T) {
+// A Key that gives no key cancels the job before it runs: no retry
+// would give it one.
+func TestNoKeyCancelsTheJob(t *testing.T) {
 	m := &riverjob.Middleware{Key: func(*rivertype.JobRow) (string, error) { return "", nil }}
 	ran := false
 	err := m.Work(context.Background(), &rivertype.JobRow{ID: 1, Attempt: 1}, func(context.Context) error { ran = true; return nil })
-	if !errors.Is(err, riverjob.ErrNoKey) || ran {
-		t.Fatalf("err %v, ran %v; want ErrNoKey and the job not run", err, ran)
+	var cancel *river.JobCancelError
+	if !errors.Is(err, riverjob.ErrNoKey) || !errors.As(err, &cancel) || ran {
+		t.Fatalf("err %v, ran %v; want ErrNoKey, the job cancelled and not run", err, ran)
+	}
+}
+
+// A worker's queue.Permanent error cancels the job; any other error is
+// River's to retry, as it was returned.
+func TestPermanentErrorCancelsTheJob(t *testing.T) {
+	var m riverjob.Middleware
+	var cancel *river.JobCancelError
+	gone := errors.New("the order no longer exists")
+	err := m.Work(context.Background(), &rivertype.JobRow{ID: 1, Attempt: 1}, func(context.Context) error { return queue.Permanent(gone) })
+	if !errors.As(err, &cancel) || !errors.Is(err, gone) {
+		t.Errorf("err %v; want the job cancelled with its error", err)
+	}
+	flicker := errors.New("the provider flickered")
+	err = m.Work(context.Background(), &rivertype.JobRow{ID: 1, Attempt: 1}, func(context.Context) error { return flicker })
+	if err != flicker {
+		t.Errorf("err %v; want the worker's own", err)
 	}
 }
 
