@@ -487,3 +487,49 @@ func TestRunnerStopsWhenItsClaimLapses(t *testing.T) {
 		time.Sleep(2 * storeDeadline)
 	})
 }
+
+// lateStore applies each extension at once but answers it late, then
+// stalls: a store whose replies are slow before the partition.
+type lateStore struct {
+	stalledStore
+	late time.Duration
+}
+
+func (s *lateStore) Extend(ctx context.Context, p ExtendParams) error {
+	if s.stalled.Load() {
+		return s.hang(ctx)
+	}
+	err := s.Store.Extend(ctx, p)
+	time.Sleep(s.late) // the reply is on its way
+	s.stalled.Store(true)
+	return err
+}
+
+// The exact moment the work is told to stop: the send of the last
+// extension that succeeded, plus LockTimeout, less LockTimeout/6. The
+// store's clock started counting at its receipt, before the late reply,
+// so the reply's time would overstate what is held.
+func TestClaimLapseMarginIsExact(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lock = 6 * time.Second
+		s := &lateStore{stalledStore: stalledStore{Store: mem(t)}, late: 900 * time.Millisecond}
+		r, err := NewRunner(RunnerOptions{Store: s, LockTimeout: lock, Logger: quiet})
+		require.NoError(t, err)
+		start := time.Now()
+		var stopped time.Duration
+		_, _, err = r.Do(context.Background(), "order-1", func(ctx context.Context) ([]byte, error) {
+			select {
+			case <-ctx.Done():
+				stopped = time.Since(start)
+				return nil, context.Cause(ctx)
+			case <-time.After(time.Minute):
+				return []byte("charged"), nil
+			}
+		})
+		require.ErrorIs(t, err, ErrClaimLapsed)
+		// The one extension that succeeded was sent at lock/3 (2 s): the
+		// claim is known held until 8 s, and the work stops at 7 s.
+		assert.Equal(t, lock/3+lock-lock/6, stopped)
+		time.Sleep(2 * storeDeadline)
+	})
+}
