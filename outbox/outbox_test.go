@@ -527,9 +527,10 @@ func TestDefaultClientWithShortLease(t *testing.T) {
 	}
 }
 
-// The database connections are cut just as a receiver accepts a message:
-// the write of its outcome fails, is tried again on a new connection, and
-// the message is not delivered again when its lease expires.
+// The database goes away just as a receiver accepts a message, and comes
+// back 300 ms later: the write of the outcome fails, is tried again until
+// it succeeds, and the message is recorded delivered after its first
+// delivery, not delivered again when its lease expires.
 func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 	direct := pool(t)
 	proxy := faultproxy.Start(t, "127.0.0.1:5432")
@@ -553,7 +554,8 @@ func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 	var got atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if got.Add(1) == 1 {
-			proxy.CutAll() // the relay's connections die with the answer on its way
+			proxy.Refuse() // the relay's database is down with the answer on its way
+			time.AfterFunc(300*time.Millisecond, proxy.Heal)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
@@ -562,12 +564,10 @@ func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const lease = time.Second
-	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: lease, PollInterval: 10 * time.Millisecond})
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: 3 * time.Second, PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	outboxtest.Eventually(t, "delivered", func() bool { return state(t, mine, id).Status == outbox.Delivered })
-	time.Sleep(2 * lease)
-	if n := got.Load(); n != 1 {
-		t.Fatalf("the receiver got the message %d times, want once: the lost outcome was not recorded in time", n)
+	if s := state(t, mine, id); s.Deliveries != 1 || got.Load() != 1 {
+		t.Fatalf("recorded after %d deliveries, the receiver got it %d times: want once, the lost outcome written before the lease ran out", s.Deliveries, got.Load())
 	}
 }
 
@@ -592,4 +592,73 @@ func TestMigrations(t *testing.T) {
 		t.Fatal("MigrateDown(0) left the table")
 	}
 	p.Exec(ctx, "DELETE FROM retryhttp_schema_versions WHERE name = $1", o.Table())
+}
+
+// A relay whose lease ran out before its delivery ended (a process paused
+// past its lease: a GC pause, a stopped VM) reports that delivery's failure
+// after another relay leased the message again. The late outcome must not
+// touch the new lease: neither reschedule the message, which would send it
+// a third time while the second delivery runs, nor mark it dead under it.
+func TestLateOutcomeOfAnOldLease(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		maxAttempts int // 1: the late failure would be a death
+	}{{"retry", 5}, {"dead", 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			p := pool(t)
+			o := outboxtest.New(t, p)
+			var mu sync.Mutex
+			var sent []int
+			release := map[int]chan struct{}{1: make(chan struct{}), 2: make(chan struct{})}
+			slow := outbox.SenderFunc(func(_ context.Context, d outbox.Delivery) outbox.Result {
+				mu.Lock()
+				sent = append(sent, d.Deliveries)
+				mu.Unlock()
+				if ch, ok := release[d.Deliveries]; ok {
+					<-ch // deaf to its context, as a paused process is
+				}
+				if d.Deliveries == 1 {
+					return outbox.Result{Err: errors.New("the receiver flickered")}
+				}
+				return outbox.Result{}
+			})
+			sends := func() []int { mu.Lock(); defer mu.Unlock(); return slices.Clone(sent) }
+			defer func() { // a failed test leaves no sender blocked
+				for _, ch := range release {
+					select {
+					case <-ch:
+					default:
+						close(ch)
+					}
+				}
+			}()
+			id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: "slow://receiver/orders"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			policy := retryhttp.Policy{MaxAttempts: c.maxAttempts, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}
+			senders := map[string]outbox.Sender{"slow": slow}
+			const short = 300 * time.Millisecond
+			// The old relay holds one delivery at a time: while its first
+			// runs, it leases nothing more.
+			outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: short, Batch: 1, PollInterval: 10 * time.Millisecond, Policy: policy, Senders: senders})
+			outboxtest.Eventually(t, "the first delivery", func() bool { return len(sends()) == 1 })
+			time.Sleep(short + 100*time.Millisecond) // its lease runs out
+			outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: time.Minute, PollInterval: 10 * time.Millisecond, Policy: policy, Senders: senders})
+			outboxtest.Eventually(t, "the second delivery, by the new relay", func() bool { return len(sends()) == 2 })
+			close(release[1]) // the old delivery's failure arrives, late
+			time.Sleep(300 * time.Millisecond)
+			if got := sends(); len(got) != 2 {
+				t.Fatalf("deliveries %v while the second still runs: the old lease's outcome rescheduled the message", got)
+			}
+			if s := state(t, o, id); s.Status != outbox.Pending {
+				t.Fatalf("status %v while the second delivery runs, want pending", s.Status)
+			}
+			close(release[2])
+			outboxtest.Eventually(t, "delivered", func() bool { return state(t, o, id).Status == outbox.Delivered })
+			if s := state(t, o, id); s.Deliveries != 2 {
+				t.Errorf("delivered after %d deliveries, want 2", s.Deliveries)
+			}
+		})
+	}
 }

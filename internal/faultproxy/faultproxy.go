@@ -1,7 +1,8 @@
 // Package faultproxy is a TCP proxy for fault tests: it forwards bytes
 // between clients and one upstream server (Redis, PostgreSQL) and, when
 // told, lets a command through and loses its reply, stalls every
-// connection, or cuts them all, so that tests meet the failures real networks produce.
+// connection, cuts them all, or refuses them for a while, so that tests
+// meet the failures real networks and servers produce.
 package faultproxy
 
 import (
@@ -18,6 +19,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	armed   int  // commands whose reply is to be lost
 	stalled bool // a partition: bytes both ways are dropped, connections stay open
+	refused bool // the server is down: every connection is closed as it comes
 	conns   map[*pair]struct{}
 	closed  bool
 	wg      sync.WaitGroup
@@ -63,11 +65,20 @@ func (p *Proxy) Stall() {
 	p.mu.Unlock()
 }
 
-// Heal ends a Stall. The connections it held have lost bytes midstream, so
-// they are cut: clients reconnect.
+// Refuse cuts every connection and closes each new one as it comes, as a
+// server that went down: every command fails at once, until Heal.
+func (p *Proxy) Refuse() {
+	p.mu.Lock()
+	p.refused = true
+	p.mu.Unlock()
+	p.CutAll()
+}
+
+// Heal ends a Stall or a Refuse. The connections a Stall held have lost
+// bytes midstream, so they are cut: clients reconnect.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
-	p.stalled = false
+	p.stalled, p.refused = false, false
 	p.mu.Unlock()
 	p.CutAll()
 }
@@ -98,6 +109,13 @@ func (p *Proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		refused := p.refused
+		p.mu.Unlock()
+		if refused {
+			c.Close()
+			continue
 		}
 		s, err := net.Dial("tcp", p.upstream)
 		if err != nil {
