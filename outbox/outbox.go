@@ -139,12 +139,12 @@ func (o *Outbox) Enqueue(ctx context.Context, db Querier, m Message) (string, er
 	if m.Method == "" {
 		m.Method = http.MethodPost
 	}
-	u, err := url.Parse(m.URL)
-	if err != nil || !u.IsAbs() {
-		return "", fmt.Errorf("outbox: Enqueue: URL %q is not absolute", m.URL)
+	if err := deliverable(m.URL); err != nil {
+		return "", fmt.Errorf("outbox: Enqueue: %w", err)
 	}
 	header := []byte("{}")
 	if len(m.Header) > 0 {
+		var err error
 		if header, err = json.Marshal(m.Header); err != nil {
 			return "", fmt.Errorf("outbox: Enqueue: %w", err)
 		}
@@ -158,6 +158,26 @@ func (o *Outbox) Enqueue(ctx context.Context, db Querier, m Message) (string, er
 		return "", fmt.Errorf("outbox: Enqueue: %w", err)
 	}
 	return id, nil
+}
+
+// deliverable reports a URL that no relay could ever deliver: one that
+// does not parse, has no scheme, or names no destination (an http URL
+// without a host, "nats:" without a subject). Which schemes a relay sends
+// is the relay's (RelayOptions.Senders): one it has no Sender for is dead
+// at its first delivery.
+func deliverable(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("URL %q does not parse: %w", raw, err)
+	case !u.IsAbs():
+		return fmt.Errorf("URL %q is not absolute: it names no scheme", raw)
+	case (u.Scheme == "http" || u.Scheme == "https") && u.Host == "":
+		return fmt.Errorf("URL %q names no host", raw)
+	case u.Opaque == "" && u.Host == "" && strings.Trim(u.Path, "/") == "":
+		return fmt.Errorf("URL %q names no destination after its scheme", raw)
+	}
+	return nil
 }
 
 // Table is the outbox's table, as given to New.

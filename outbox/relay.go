@@ -33,8 +33,10 @@ type RelayOptions struct {
 	Client *http.Client
 	// Senders deliver the messages whose URL has another scheme than
 	// http and https, by scheme ("nats", "amqp", ...; see Sender). A
-	// message whose scheme has no Sender here is retried, as a failed
-	// delivery, and logged. Each Send is bounded by Lease.
+	// message whose scheme has no Sender here is dead at its first
+	// delivery, the reason in its LastError: no later delivery of this
+	// relay could send it (give every relay of a fleet the same Senders).
+	// Each Send is bounded by Lease.
 	Senders map[string]Sender
 	// Policy spaces the deliveries of one message and bounds them: the wait
 	// before delivery n+1 is the Policy's backoff for retry n, and after
@@ -406,9 +408,9 @@ func (r *Relay) deliver(ctx context.Context, m leased) int {
 	}
 	s, ok := r.senders[u.Scheme]
 	if !ok {
-		err := errNoSender(u.Scheme)
-		r.o.Logger.LogAttrs(ctx, slog.LevelError, "outbox: message not sent", slog.String("id", m.id), slog.String("error", err.Error()))
-		r.record(ctx, m, Result{Err: err})
+		// No delivery of this relay can send it: dead now, not after
+		// MaxAttempts deliveries and their backoff.
+		r.record(ctx, m, Result{Err: errNoSender(u.Scheme), Final: true})
 		return 0
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.o.Lease)

@@ -16,7 +16,8 @@ import (
 // A Sender registered under a scheme delivers that scheme's messages:
 // what it accepts is delivered, what it refuses for good is dead at once,
 // a failure is retried after at least the wait it asked for, with the same
-// ID, and a scheme no Sender has is retried with the reason recorded.
+// ID, and a scheme no Sender has is dead at its first delivery, with the
+// reason recorded: no retry of this relay could send it.
 func TestSenderByScheme(t *testing.T) {
 	p := pool(t)
 	o := outboxtest.New(t, p)
@@ -66,8 +67,8 @@ func TestSenderByScheme(t *testing.T) {
 	} else if gap := at["flaky"][1].Sub(at["flaky"][0]); gap < 200*time.Millisecond {
 		t.Errorf("flaky was sent again %v later, want at least the 200 ms it asked for", gap)
 	}
-	if s := state(t, o, idNone); s.Deliveries != 3 || !strings.Contains(s.LastError, `no Sender for scheme "elsewhere"`) {
-		t.Errorf("no sender: %+v; want dead after 3 deliveries, the reason recorded", s)
+	if s := state(t, o, idNone); s.Deliveries != 1 || !strings.Contains(s.LastError, `no Sender for scheme "elsewhere"`) {
+		t.Errorf("no sender: %+v; want dead after 1 delivery, the reason recorded", s)
 	}
 	if got := strings.Join(events.list(), ","); !strings.Contains(got, "dead "+idRefused+" 0 1") || !strings.Contains(got, "retried "+idFlaky+" 0 1") {
 		t.Errorf("events %s", got)
@@ -81,6 +82,23 @@ func TestSendersValidated(t *testing.T) {
 	for scheme, s := range map[string]outbox.Sender{"https": ok, "NATS": ok, "": ok, "nats": nil} {
 		if _, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{scheme: s}}); err == nil {
 			t.Errorf("scheme %q (%v): NewRelay accepted it", scheme, s)
+		}
+	}
+}
+
+// Enqueue refuses a URL that no relay could ever deliver, before it is
+// written: the mistake shows at once, not after MaxAttempts deliveries.
+func TestEnqueueRefusesUndeliverableURLs(t *testing.T) {
+	p := pool(t)
+	o := outboxtest.New(t, p)
+	for _, u := range []string{"", "/orders", "orders.placed", "http://", "https:///path", "nats:", "amqp:", "http://[::1", "nats://"} {
+		if id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: u}); err == nil {
+			t.Errorf("Enqueue(%q) = %s, want an error", u, id)
+		}
+	}
+	for _, u := range []string{"https://api.test/charges", "nats:orders.placed", "amqp:orders/placed", "test:x"} {
+		if _, err := o.Enqueue(context.Background(), p, outbox.Message{URL: u}); err != nil {
+			t.Errorf("Enqueue(%q): %v", u, err)
 		}
 	}
 }

@@ -72,9 +72,14 @@ func (s *Sender) Send(ctx context.Context, d outbox.Delivery) outbox.Result {
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, d.ID)
 	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
-		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		switch nc := s.js.Conn(); {
+		case !nc.IsConnected():
+			// Disconnected, nats.go answers a message with a header as if
+			// the server could not take headers: say what is wrong.
+			err = fmt.Errorf("natsoutbox: the NATS server is unreachable (connection %s): publish to %q: %w", nc.Status(), subject, err)
+		case errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders):
 			err = fmt.Errorf("natsoutbox: no stream takes subject %q: %w", subject, err)
-		} else {
+		default:
 			err = fmt.Errorf("natsoutbox: publish to %q: %w", subject, err)
 		}
 		return outbox.Result{Err: err}

@@ -3,6 +3,7 @@ package natsoutbox_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -285,4 +286,57 @@ func TestUndeliverable(t *testing.T) {
 	if _, err := natsoutbox.New(nil); err == nil {
 		t.Error("New(nil) accepted")
 	}
+}
+
+// While the NATS server is down, a delivery fails for that reason, and
+// the message's last error says so.
+func TestServerDownIsSaid(t *testing.T) {
+	if _, err := exec.LookPath("nats-server"); err != nil {
+		testenv.Unreachable(t, "nats-server", "PATH", err)
+	}
+	port := freePort(t)
+	srv := exec.Command("nats-server", "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", t.TempDir())
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	addr := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	var nc *nats.Conn
+	outboxtest.Eventually(t, "the test's nats-server", func() bool {
+		var err error
+		nc, err = nats.Connect(addr, nats.Timeout(time.Second), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		return err == nil
+	})
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.placed"}}); err != nil {
+		t.Fatal(err)
+	}
+	sender, _ := natsoutbox.New(js)
+	u, _ := url.Parse(natsoutbox.URL("orders.placed"))
+	d := outbox.Delivery{ID: uuid.NewString(), Method: "POST", URL: u, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte("{}"), Deliveries: 1}
+	if res := sender.Send(context.Background(), d); res.Err != nil {
+		t.Fatalf("with the server up: %v", res.Err)
+	}
+	srv.Process.Signal(syscall.SIGKILL) // by pid: the test's own server
+	srv.Wait()
+	outboxtest.Eventually(t, "the client to see the server gone", func() bool { return !nc.IsConnected() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	res := sender.Send(ctx, d)
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "unreachable") || res.Final {
+		t.Errorf("with the server down: %v (final %v), want a failure to retry that says the server is unreachable", res.Err, res.Final)
+	}
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
