@@ -36,6 +36,33 @@ func TestNewRefusesAnEvictingRedis(t *testing.T) {
 	}
 }
 
+// A Redis without the append-only file forgets completed keys on a crash:
+// New warns of it, naming the setting and the fix, or refuses it with
+// RequirePersistence; one with the file is taken without a word.
+func TestNewWarnsOfARedisWithoutPersistence(t *testing.T) {
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	bare, _ := startRedis(t) // appendonly no, no snapshots
+	if _, err := redisstore.New(bare, "", redisstore.WithLogger(logger)); err != nil {
+		t.Fatalf("New without persistence: %v, want a warning only", err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "appendonly yes") {
+		t.Errorf("the warning %q does not name the fix", logs.String())
+	}
+	_, err := redisstore.New(bare, "", redisstore.RequirePersistence())
+	if err == nil || !strings.Contains(err.Error(), "appendonly no") {
+		t.Errorf("RequirePersistence on a server without it: %v, want an error naming the setting", err)
+	}
+	logs.Reset()
+	durable, _ := startRedis(t, "--appendonly", "yes")
+	if _, err := redisstore.New(durable, "", redisstore.RequirePersistence(), redisstore.WithLogger(logger)); err != nil {
+		t.Fatalf("RequirePersistence on a server with the append-only file: %v", err)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("a durable server was warned of: %s", logs.String())
+	}
+}
+
 // A managed Redis that hides CONFIG still tells its policy in INFO memory.
 func TestNewReadsThePolicyWithoutConfig(t *testing.T) {
 	c, _ := startRedis(t, "--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", "")

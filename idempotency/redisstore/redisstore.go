@@ -48,6 +48,7 @@ type Store struct {
 	prefix   string
 	legacy   atomic.Bool // the server is older than 7.0: claim with claimScript
 	evicting bool        // AllowEviction: count and log records found gone
+	durable  bool        // RequirePersistence: refuse a server without the append-only file
 	logger   *slog.Logger
 	vanished atomic.Uint64
 
@@ -72,8 +73,15 @@ func (f optionFunc) apply(s *Store) { f(s) }
 // repeated effect is tolerable, and watch Vanished.
 func AllowEviction() Option { return optionFunc(func(s *Store) { s.evicting = true }) }
 
-// WithLogger sets where the Store reports records it finds gone; nil, or
-// no WithLogger, means slog.Default().
+// RequirePersistence makes New refuse a Redis that does not write the
+// append-only file, or whose persistence cannot be read, where without it
+// New only logs a warning: a crash or a restart of such a server forgets
+// the completed keys, and their retries run the handler again.
+func RequirePersistence() Option { return optionFunc(func(s *Store) { s.durable = true }) }
+
+// WithLogger sets where the Store reports records it finds gone, and New
+// its warning about a server without persistence; nil, or no WithLogger,
+// means slog.Default().
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *Store) { s.logger = l }) }
 
 // WaitForReplicas makes each completion wait, with Redis's WAIT, until n
@@ -95,8 +103,10 @@ func WaitForReplicas(n int, timeout time.Duration) Option {
 func (s *Store) Unreplicated() uint64 { return s.unreplicated.Load() }
 
 // New returns a Store that keeps its records under prefix+key. It asks the
-// server for its maxmemory-policy (one round trip, within a few seconds)
-// and refuses one that can evict records, unless AllowEviction is given.
+// server for its maxmemory-policy and its persistence (two round trips,
+// within a few seconds): it refuses one that can evict records, unless
+// AllowEviction is given, and warns of one without the append-only file
+// (refuses it, with RequirePersistence).
 func New(client redis.UniversalClient, prefix string, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
@@ -136,7 +146,39 @@ func New(client redis.UniversalClient, prefix string, opts ...Option) (*Store, e
 			"(CONFIG SET maxmemory-policy noeviction, or in redis.conf) on a Redis of its own, "+
 			"or pass redisstore.AllowEviction() to accept the risk", policy)
 	}
+	aof, err := appendOnly(ctx, client)
+	switch {
+	case err != nil && s.durable:
+		return nil, fmt.Errorf("redisstore: cannot read the server's persistence (%w), and RequirePersistence was given", err)
+	case err != nil:
+		s.logger.LogAttrs(ctx, slog.LevelWarn, "redisstore: cannot tell whether the server writes the append-only file; "+
+			"without it a crash or restart forgets completed keys", slog.String("error", err.Error()))
+	case !aof && s.durable:
+		return nil, errors.New(noAOF + "; RequirePersistence refuses it")
+	case !aof:
+		s.logger.LogAttrs(ctx, slog.LevelWarn, noAOF+" (redisstore.RequirePersistence() refuses such a server)")
+	}
 	return s, nil
+}
+
+// noAOF is what New says of a server without the append-only file.
+const noAOF = "redisstore: the server does not write the append-only file (appendonly no): a crash or restart loses " +
+	"the records written since its last RDB snapshot, and a retry of a lost key runs its handler again; " +
+	"set appendonly yes with appendfsync everysec (CONFIG SET appendonly yes, and in redis.conf)"
+
+// appendOnly reads whether the server writes the append-only file, from
+// INFO persistence (where CONFIG may be hidden, INFO is not).
+func appendOnly(ctx context.Context, c redis.UniversalClient) (bool, error) {
+	info, err := c.Info(ctx, "persistence").Result()
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "aof_enabled:"); ok {
+			return v == "1", nil
+		}
+	}
+	return false, errors.New("INFO persistence has no aof_enabled")
 }
 
 // policyTimeout bounds New's question to the server.
