@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,9 +88,10 @@ type BreakerSettings struct {
 	// pass through, as long as fewer than MaxHosts fail at once. 0 means
 	// DefaultBreakerMaxHosts.
 	MaxHosts int
-	// OnStateChange, if set, is called after every transition, outside the
-	// Breaker's locks. It must be quick: it runs on the goroutine of the
-	// request that caused the transition.
+	// OnStateChange, if set, is called after every transition, with the
+	// host as the circuit_state label names it, outside the Breaker's
+	// locks. It must be quick: it runs on the goroutine of the request
+	// that caused the transition.
 	OnStateChange func(host string, from, to CircuitState)
 }
 
@@ -136,7 +138,19 @@ type Breaker struct {
 // substrings of the URL or constants, so building it allocates nothing.
 type hostID struct{ scheme, host, port string }
 
-func (h hostID) String() string { return h.scheme + "://" + net.JoinHostPort(h.host, h.port) }
+// String is the host as labels, errors and Breaker.State name it: the
+// scheme and the authority, its port only when it is not the scheme's
+// default ("https://api.example.com", "http://127.0.0.1:8080"), as a URL
+// is usually written.
+func (h hostID) String() string {
+	if h.port == "" || h.scheme == "https" && h.port == "443" || h.scheme == "http" && h.port == "80" {
+		if strings.Contains(h.host, ":") {
+			return h.scheme + "://[" + h.host + "]"
+		}
+		return h.scheme + "://" + h.host
+	}
+	return h.scheme + "://" + net.JoinHostPort(h.host, h.port)
+}
 
 type hostCircuit struct {
 	id      hostID
@@ -268,8 +282,9 @@ func (b *Breaker) forget(slot int) int {
 }
 
 // State returns the state of a host's circuit. host is a URL's scheme and
-// authority, "https://api.example.com" or "https://api.example.com:443";
-// a host not tracked, or not a URL, is closed.
+// authority as the circuit_state label shows it, "https://api.example.com"
+// (the scheme's default port written or not: "https://api.example.com:443"
+// is the same host); a host not tracked, or not a URL, is closed.
 func (b *Breaker) State(host string) CircuitState {
 	u, err := url.Parse(host)
 	if err != nil {

@@ -60,7 +60,7 @@ func TestBreakerStateMachine(t *testing.T) {
 		require.NoError(t, err)
 		base := script(status(503), status(503), status(503), status(200))
 		tr := &Transport{Base: base, Breaker: b, Policy: Policy{MaxAttempts: 1}}
-		const host = "http://api.test:80"
+		const host = "http://api.test"
 
 		for range 3 {
 			resp, err := single(t, tr, "http://api.test/x")
@@ -142,9 +142,9 @@ func TestBreakerFlapping(t *testing.T) {
 		opens, closes := 0, 0
 		for _, s := range got {
 			switch s {
-			case "http://flappy.test:80: closed -> open":
+			case "http://flappy.test: closed -> open":
 				opens++
-			case "http://flappy.test:80: half-open -> closed":
+			case "http://flappy.test: half-open -> closed":
 				closes++
 			}
 		}
@@ -200,7 +200,9 @@ func TestBreakerPerHostAndBounded(t *testing.T) {
 		assert.Equal(t, CircuitOpen, b.State("http://a.test:80"))
 		assert.Equal(t, CircuitClosed, b.State("https://a.test:443"), "scheme and port are part of the host")
 		assert.Equal(t, hostOf(mustURL(t, "http://a.test/x").URL), hostOf(mustURL(t, "http://a.test:80/y").URL))
-		assert.Equal(t, "https://[::1]:443", hostOf(mustURL(t, "https://[::1]/").URL).String())
+		assert.Equal(t, "https://[::1]", hostOf(mustURL(t, "https://[::1]/").URL).String())
+		assert.Equal(t, "http://[::1]:8080", hostOf(mustURL(t, "http://[::1]:8080/").URL).String())
+		assert.Equal(t, "https://a.test:8443", hostOf(mustURL(t, "https://a.test:8443/").URL).String())
 		for _, h := range []string{"b", "c", "d"} {
 			time.Sleep(time.Second) // distinct last-use times
 			single(t, tr, "http://"+h+".test/")
@@ -378,7 +380,7 @@ func TestBreakerFailureRatio(t *testing.T) {
 		assert.Equal(t, CircuitOpen, b.State("http://api.test"))
 		time.Sleep(5*time.Second + time.Millisecond)
 		assert.Equal(t, CircuitHalfOpen, b.State("http://api.test"))
-		assert.Equal(t, []string{"http://api.test:80: closed -> open", "http://api.test:80: open -> half-open"}, log.get())
+		assert.Equal(t, []string{"http://api.test: closed -> open", "http://api.test: open -> half-open"}, log.get())
 	})
 }
 

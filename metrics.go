@@ -32,7 +32,9 @@ import (
 //	                                           "network", "timeout", or "other" for any other status
 //	retryhttp_give_ups_total{reason}           retryable failures not retried: attempts, elapsed, deadline,
 //	                                           retry_after_too_long, budget, circuit_open, body, throttled
-//	retryhttp_attempts_per_request             histogram, buckets 1..10
+//	retryhttp_attempts_per_request             histogram, buckets 1..10, of the requests that sent at least one
+//	                                           attempt: one refused before its first send (the Breaker, the
+//	                                           Throttle) is in requests_total only, so the two counts differ
 //	retryhttp_backoff_seconds                  histogram of the waits before retries
 //	retryhttp_circuit_state{host}              0 closed, 1 half-open, 2 open, per host of the Breakers in use
 //	retryhttp_stacked_retries_total{signal}    requests sent once because a layer above retries them: retryhttp,
@@ -394,7 +396,7 @@ var (
 		"Circuit state per host: 0 closed, 1 half-open, 2 open (the worst among the Breakers in use).", []string{"host"}, nil)
 	requestsDesc   = prometheus.NewDesc("retryhttp_requests_total", requestsHelp, []string{"method", "outcome"}, nil)
 	attemptsDesc   = prometheus.NewDesc("retryhttp_attempts_total", "Attempts sent, by attempt number (1 is the first send).", []string{"attempt"}, nil)
-	perRequestDesc = prometheus.NewDesc("retryhttp_attempts_per_request", "Attempts sent per logical request.", nil, nil)
+	perRequestDesc = prometheus.NewDesc("retryhttp_attempts_per_request", "Attempts sent per logical request that sent at least one.", nil, nil)
 )
 
 const requestsHelp = "Logical requests (RoundTrip calls) by method and final outcome."

@@ -113,7 +113,7 @@ func TestMetricsScraped(t *testing.T) {
 	assert.Equal(t, 1.0, value(f, "retryhttp_give_ups_total", "reason=circuit_open"))
 	assert.Equal(t, 4.0, value(f, "retryhttp_attempts_per_request"), "the circuit-open request sent no attempt")
 	assert.Equal(t, 3.0, value(f, "retryhttp_backoff_seconds"))
-	assert.Equal(t, 2.0, value(f, "retryhttp_circuit_state", "host=http://api.test:80"))
+	assert.Equal(t, 2.0, value(f, "retryhttp_circuit_state", "host=http://api.test"))
 	h := f["retryhttp_attempts_per_request"].Metric[0].Histogram
 	assert.Equal(t, 3+2+1+1.0, h.GetSampleSum())
 	// The gauge holds Breakers weakly: a collection before the scrape
@@ -152,9 +152,9 @@ func TestCircuitGaugeTurnsHalfOpenWithTime(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		fams := gather(t, reg)
-		assert.Equal(t, 2.0, value(fams, "retryhttp_circuit_state", "host=http://api.test:80"))
+		assert.Equal(t, 2.0, value(fams, "retryhttp_circuit_state", "host=http://api.test"))
 		time.Sleep(2 * time.Second)
-		assert.Equal(t, 1.0, value(gather(t, reg), "retryhttp_circuit_state", "host=http://api.test:80"))
+		assert.Equal(t, 1.0, value(gather(t, reg), "retryhttp_circuit_state", "host=http://api.test"))
 		runtime.KeepAlive(b) // the gauge holds Breakers weakly: one collected has no series
 	})
 }
@@ -267,11 +267,11 @@ func TestMetricsHostLabel(t *testing.T) {
 		resp.Body.Close()
 	}
 	f := scrape(t, reg)
-	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=http://a.test:80", "outcome=success"))
-	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "host=https://b.test:443", "outcome=success"))
+	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=http://a.test", "outcome=success"))
+	assert.Equal(t, 1.0, value(f, "retryhttp_requests_total", "host=https://b.test", "outcome=success"))
 	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=other", "outcome=success"), "hosts past the bound")
 	assert.Equal(t, 2.0, value(f, "retryhttp_retries_total", "host=other", "trigger=503"))
-	assert.Equal(t, -1.0, value(f, "retryhttp_requests_total", "host=http://c.test:80"))
+	assert.Equal(t, -1.0, value(f, "retryhttp_requests_total", "host=http://c.test"))
 
 	_, err = NewMetrics(reg) // same names, other labels
 	assert.ErrorContains(t, err, "retryhttp: NewMetrics")
@@ -301,7 +301,7 @@ func TestCircuitGaugeTwoBreakersOneHost(t *testing.T) {
 	require.NoError(t, err, "the scrape must not fail")
 	f := gather(t, reg)
 	require.Len(t, f["retryhttp_circuit_state"].Metric, 1)
-	assert.Equal(t, 2.0, value(f, "retryhttp_circuit_state", "host=http://api.test:80"), "the worst state")
+	assert.Equal(t, 2.0, value(f, "retryhttp_circuit_state", "host=http://api.test"), "the worst state")
 }
 
 // Short-lived Transports, each with its own Breaker, on one long-lived
