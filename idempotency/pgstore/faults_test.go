@@ -285,12 +285,14 @@ func TestServiceKilledMidRequest(t *testing.T) {
 	tr := &retryhttp.Transport{
 		InjectIdempotencyKey: true,
 		Budget:               retryhttp.NoBudget,
-		// Six attempts, 100 ms waits, or a Retry-After of 1 s, span less than
-		// the child's 8 s lock: only a Retry-After that says how long the
-		// crashed claim holds gets the client past it (a fixed "1" does
-		// not). The spare attempt absorbs, on a loaded machine, a claim
-		// that outlasts StoreTimeout (503) after the restart.
-		Policy: retryhttp.Policy{MaxAttempts: 6, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
+		// Twenty attempts 100 ms apart span 2 s, less than the child's 8 s
+		// lock: only a Retry-After that says how long the crashed claim
+		// holds gets the client past it (a fixed "1" does not). The spare
+		// attempts absorb, on a loaded machine, the refused connections
+		// while the child restarts (a second or more under -race and two
+		// busy cores: six attempts ran out there) and a claim that
+		// outlasts StoreTimeout (503) after the restart.
+		Policy: retryhttp.Policy{MaxAttempts: 20, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
 	}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
