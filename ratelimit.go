@@ -22,7 +22,8 @@ type RetryHint func(resp *http.Response, now time.Time) (wait time.Duration, ok 
 //   - AmzRetryAfter: x-amz-retry-after (milliseconds; AWS services).
 //   - RateLimitFields: the IETF RateLimit field (draft-ietf-httpapi-
 //     ratelimit-headers: `"default";r=0;t=30`, as Cloudflare sends) and the
-//     older drafts' RateLimit-Reset.
+//     older drafts' RateLimit-Reset, seconds or a Unix time (GitLab) told
+//     apart by size, as UnitAuto does.
 //   - OpenAIResets: x-ratelimit-reset-requests and -tokens ("6m0s", "1s",
 //     "20ms").
 //   - RateLimitReset("X-RateLimit-Reset", UnitAuto): seconds or a Unix
@@ -116,7 +117,8 @@ func exhausted(resp *http.Response, header string) bool {
 // list with one item per quota policy: the wait is the longest t among the
 // items whose r is 0 (on a 429 with none at 0, the shortest t). The older
 // drafts sent RateLimit-Reset: <seconds>, read when RateLimit-Remaining is 0
-// or the status is 429.
+// or the status is 429; GitLab sends a Unix time there, read as one by
+// UnitAuto's rule.
 func RateLimitFields(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if v := field(resp.Header, "Ratelimit"); v != "" {
 		if d, ok := parseRateLimitField(v, resp.StatusCode == http.StatusTooManyRequests); ok {
@@ -124,7 +126,7 @@ func RateLimitFields(resp *http.Response, now time.Time) (time.Duration, bool) {
 		}
 	}
 	if v := trimOWS(field(resp.Header, "Ratelimit-Reset")); v != "" && exhausted(resp, "Ratelimit-Remaining") {
-		return parseReset(v, UnitSeconds, now)
+		return parseReset(v, UnitAuto, now)
 	}
 	return 0, false
 }

@@ -48,6 +48,9 @@ func TestRetryHints(t *testing.T) {
 		{"older draft RateLimit-Reset on a 429", 429, hdr("Ratelimit-Reset", "12"), 12 * time.Second, true},
 		{"older draft RateLimit-Reset with quota left on a 503", 503, hdr("Ratelimit-Reset", "12", "Ratelimit-Remaining", "4"), 0, false},
 		{"older draft RateLimit-Reset at 0 on a 503", 503, hdr("Ratelimit-Reset", "12", "Ratelimit-Remaining", "0"), 12 * time.Second, true},
+		{"RateLimit-Reset as a Unix time (GitLab's 429)", 429, hdr("Ratelimit-Limit", "600", "Ratelimit-Observed", "600", "Ratelimit-Remaining", "0",
+			"Ratelimit-Reset", strconv.FormatInt(hintNow.Add(45*time.Second).Unix(), 10),
+			"Ratelimit-Resettime", hintNow.Add(45*time.Second).UTC().Format(http.TimeFormat)), 45 * time.Second, true},
 		{"OpenAI requests exhausted", 429, hdr("X-Ratelimit-Reset-Requests", "2s", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Tokens", "6m0s", "X-Ratelimit-Remaining-Tokens", "900"), 2 * time.Second, true},
 		{"OpenAI tokens exhausted", 429, hdr("X-Ratelimit-Reset-Requests", "2s", "X-Ratelimit-Remaining-Requests", "10", "X-Ratelimit-Reset-Tokens", "20ms", "X-Ratelimit-Remaining-Tokens", "0"), 20 * ms, true},
 		{"OpenAI neither said: the soonest, on a 429", 429, hdr("X-Ratelimit-Reset-Requests", "1s", "X-Ratelimit-Reset-Tokens", "6m0s"), time.Second, true},
@@ -247,4 +250,17 @@ func FuzzRetryHints(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The first hint that answers wins: a hint of one's own put before the
+// defaults reads a header they would read otherwise.
+func TestOwnHintBeforeTheDefaults(t *testing.T) {
+	resp := &http.Response{StatusCode: 429, Header: hdr("X-Ratelimit-Reset", "30")}
+	mine := RateLimitReset("X-RateLimit-Reset", UnitUnix) // this API sends an epoch, even a small one
+	if d, ok := ServerWait(resp, hintNow, append(DefaultRetryHints(), mine)); !ok || d != 30*time.Second {
+		t.Errorf("appended: %v %v, want the default's 30 s", d, ok)
+	}
+	if d, ok := ServerWait(resp, hintNow, append([]RetryHint{mine}, DefaultRetryHints()...)); !ok || d != 0 {
+		t.Errorf("put first: %v %v, want the own hint's reading (an epoch long past: go now)", d, ok)
+	}
 }
