@@ -44,7 +44,15 @@ type RetryError struct {
 	retried bool // the Transport could retry (MaxAttempts > 1): a Transport above must not
 }
 
+// Error says how many attempts were sent and why the Transport stopped.
+// A request sent once and not retried, because its error was not one to
+// retry or its caller's context ended, reads as the error alone, as
+// net/http would have returned it ("Get ...: EOF"): nothing of the
+// Transport's happened to it. The detail is still there for errors.As.
 func (e *RetryError) Error() string {
+	if e.Attempts == 1 && (e.Reason == ReasonNotRetryable || e.Reason == ReasonCanceled) {
+		return e.Err.Error()
+	}
 	s := "retryhttp: " + e.Reason.text() + " (" + strconv.Itoa(e.Attempts) + " attempt"
 	if e.Attempts != 1 {
 		s += "s"

@@ -315,3 +315,36 @@ func TestScenarioCallerRequestUntouched(t *testing.T) {
 	assert.Equal(t, before.URL.String(), req.URL.String())
 	assert.Nil(t, req.GetBody)
 }
+
+// A request sent once and not retried fails as net/http would have failed
+// it: the same text through http.Client, the same errors.Is; the
+// Transport's detail is still there for errors.As.
+func TestUnretriedErrorReadsAsNetHTTPs(t *testing.T) {
+	post := func(wrap func(http.RoundTripper) http.RoundTripper) error {
+		srv := rt.Start(t, rt.Script{"/": {rt.Hangup()}}, rt.Options{})
+		// A POST without a key, its connection closed without an answer.
+		_, err := (&http.Client{Transport: wrap(srv.Transport())}).Post(srv.URL+"/", "text/plain", strings.NewReader("x"))
+		require.Error(t, err)
+		return errors.New(strings.ReplaceAll(err.Error(), srv.URL, "URL"))
+	}
+	want := post(func(base http.RoundTripper) http.RoundTripper { return base })
+	var got error
+	post(func(base http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := (&retryhttp.Transport{Base: base}).RoundTrip(r)
+			got = err
+			return resp, err
+		})
+	})
+	gotText := post(func(base http.RoundTripper) http.RoundTripper { return &retryhttp.Transport{Base: base} })
+	assert.Equal(t, want.Error(), gotText.Error(), "the same text")
+	assert.ErrorIs(t, got, io.EOF)
+	var re *retryhttp.RetryError
+	require.ErrorAs(t, got, &re)
+	assert.Equal(t, 1, re.Attempts)
+	assert.Equal(t, retryhttp.ReasonNotRetryable, re.Reason)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
