@@ -96,6 +96,24 @@ func TestMaxAttemptsBoundsTheSendsOnTheWire(t *testing.T) {
 				assert.Equal(t, c.sends, srv.Effects.Count("charge-1"), "each send the server saw ran the handler")
 			})
 		}
+		t.Run("hedged copies", func(t *testing.T) {
+			// The first copy's answer is lost on the reused connection, and
+			// so is the next send's: the retry after the race is the second
+			// and last attempt, with no resend of the copy between them.
+			srv := rt.Start(t, rt.Script{"/warm": {rt.Status(200)}, "/charge": {rt.DropResponse(), rt.DropResponse(), rt.Status(200)}}, rt.Options{HTTP2: h2})
+			hc := client(t, srv, &retryhttp.Transport{Budget: retryhttp.NoBudget, Hedge: &retryhttp.Hedging{Delay: time.Second, Unsafe: true},
+				Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}, Logger: slog.New(slog.DiscardHandler)})
+			resp, err := hc.Get(srv.URL + "/warm")
+			require.NoError(t, err)
+			readAll(resp)
+			req, err := http.NewRequest("POST", srv.URL+"/charge", strings.NewReader(`{"amount":100}`))
+			require.NoError(t, err)
+			req.Header.Set("Idempotency-Key", "charge-2")
+			if resp, err := hc.Do(req); err == nil {
+				readAll(resp)
+			}
+			assert.Len(t, srv.RequestsTo("/charge"), 2, "MaxAttempts 2")
+		})
 		t.Run("R + S - 1 under an upper layer", func(t *testing.T) {
 			const R, S = 3, 2
 			srv := rt.Start(t, rt.Script{"/charge": {rt.Status(503), rt.Status(503), rt.Status(503), rt.DropResponse(), rt.DropResponse(), rt.Status(200)}}, rt.Options{HTTP2: h2})

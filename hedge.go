@@ -250,7 +250,9 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 	launch := func(areq *http.Request, n int, tk circuit.Ticket) {
 		cctx, cancel := context.WithCancelCause(areq.Context())
 		cancels = append(cancels, cancel)
-		sreq := areq.WithContext(cctx)
+		// A copy is sent once: net/http's own resend of a copy with a body
+		// is withheld (see wireSends), the race and the retries cover it.
+		sreq, _ := traceSends(r.base, areq.WithContext(cctx), 1)
 		go func() {
 			start := mono()
 			resp, err := send(r.via, sreq, r.attemptTimeout)
@@ -327,6 +329,7 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 
 // raceParams is what race needs of the RoundTrip it runs in.
 type raceParams struct {
+	base           http.RoundTripper // what via ends in: net/http's, if its resends are to be withheld
 	via            http.RoundTripper
 	attemptTimeout time.Duration
 	delay          time.Duration

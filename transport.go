@@ -296,7 +296,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		prep := &preparer{req: req, header: header, injected: injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
-		hedge = &raceParams{via: sendVia, attemptTimeout: p.AttemptTimeout, maxHedges: t.Hedge.maxHedges(),
+		hedge = &raceParams{base: base, via: sendVia, attemptTimeout: p.AttemptTimeout, maxHedges: t.Hedge.maxHedges(),
 			maxAttempts: p.MaxAttempts, budget: budget, circuit: circuitOf, throttle: throttleOf,
 			k: t.throttleK(), lat: t.Hedge.latenciesOf(req.URL), prep: prep,
 			usable: func(resp *http.Response) bool { return !t.retryableStatus(resp.StatusCode, hasKey) }}
