@@ -24,13 +24,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// stragglerServer answers its first request only when the request is
-// cancelled (or after a second), and every later one at once.
+// stragglerServer answers the first attempt (X-Attempt: 1) only when the
+// request is cancelled (or after a second), and every other one at once.
+// It goes by the attempt, not by arrival: on a loaded machine the hedge's
+// stream can reach a handler before the first's.
 func stragglerServer(t *testing.T, http2 bool) (*httptest.Server, *atomic.Int64, chan struct{}) {
 	var n atomic.Int64
 	cancelled := make(chan struct{}, 1)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
+		if n.Add(1); r.Header.Get("X-Attempt") == "1" {
 			select {
 			case <-r.Context().Done():
 				cancelled <- struct{}{}
