@@ -42,6 +42,12 @@ func stragglerServer(t *testing.T, http2 bool) (*httptest.Server, *atomic.Int64,
 		}
 		io.WriteString(w, "copy "+r.Header.Get("X-Attempt"))
 	}))
+	start(t, srv, http2)
+	return srv, &n, cancelled
+}
+
+// start starts srv, over HTTP/2 (and TLS) or HTTP/1.1, until the test ends.
+func start(t *testing.T, srv *httptest.Server, http2 bool) {
 	if http2 {
 		srv.EnableHTTP2 = true
 		srv.StartTLS()
@@ -49,7 +55,6 @@ func stragglerServer(t *testing.T, http2 bool) (*httptest.Server, *atomic.Int64,
 		srv.Start()
 	}
 	t.Cleanup(srv.Close)
-	return srv, &n, cancelled
 }
 
 // A slow first copy is hedged after Delay: the hedge's response wins, the
@@ -301,13 +306,7 @@ func faultServer(t *testing.T, http2 bool, faults ...func(*http.Request)) (*http
 		}
 		io.WriteString(w, "ok")
 	}))
-	if http2 {
-		srv.EnableHTTP2 = true
-		srv.StartTLS()
-	} else {
-		srv.Start()
-	}
-	t.Cleanup(srv.Close)
+	start(t, srv, http2)
 	return srv, &n
 }
 

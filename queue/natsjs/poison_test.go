@@ -57,8 +57,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // consume runs h through natsjs.Handler on cons until the test ends, keyed
 // by the message's data, with a short backoff and MaxAttempts 3.
-func consume(t *testing.T, cons jetstream.Consumer, runner *idempotency.Runner, rec *recorder, ackWait time.Duration, h func(context.Context, jetstream.Msg) ([]byte, error)) {
+func consume(t *testing.T, cons jetstream.Consumer, rec *recorder, ackWait time.Duration, h func(context.Context, jetstream.Msg) ([]byte, error)) {
 	t.Helper()
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	handler, err := natsjs.Handler(natsjs.Options{
 		Runner:  runner,
 		Key:     func(m jetstream.Msg) (string, error) { return string(m.Data()), nil },
@@ -91,14 +95,10 @@ func kinds(events []natsjs.Event) []natsjs.EventKind {
 func TestPanickingHandlerIsBounded(t *testing.T) {
 	js := connect(t)
 	subject, cons := stream(t, js, time.Second)
-	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &recorder{}
 	var poisonRuns atomic.Int32
 	var shipped sync.Map
-	consume(t, cons, runner, rec, time.Second, func(_ context.Context, m jetstream.Msg) ([]byte, error) {
+	consume(t, cons, rec, time.Second, func(_ context.Context, m jetstream.Msg) ([]byte, error) {
 		if string(m.Data()) == "poison" {
 			poisonRuns.Add(1)
 			panic("unparsable order")
@@ -143,13 +143,9 @@ func TestPanickingHandlerIsBounded(t *testing.T) {
 func TestPermanentFailureIsTerminatedAtOnce(t *testing.T) {
 	js := connect(t)
 	subject, cons := stream(t, js, time.Second)
-	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &recorder{}
 	var runs atomic.Int32
-	consume(t, cons, runner, rec, time.Second, func(context.Context, jetstream.Msg) ([]byte, error) {
+	consume(t, cons, rec, time.Second, func(context.Context, jetstream.Msg) ([]byte, error) {
 		runs.Add(1)
 		return nil, queue.Permanent(errors.New("the order no longer exists"))
 	})
@@ -189,13 +185,9 @@ func TestDeliveryPastMaxAttemptsIsNotRun(t *testing.T) {
 			t.Fatalf("fetched %d messages, want the one (%v)", n, batch.Error())
 		}
 	}
-	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &recorder{}
 	var runs atomic.Int32
-	consume(t, cons, runner, rec, time.Second, func(context.Context, jetstream.Msg) ([]byte, error) {
+	consume(t, cons, rec, time.Second, func(context.Context, jetstream.Msg) ([]byte, error) {
 		runs.Add(1)
 		return nil, nil
 	})
@@ -215,13 +207,9 @@ func TestLongHandlerKeepsItsMessage(t *testing.T) {
 	js := connect(t)
 	const ackWait = 200 * time.Millisecond
 	subject, cons := stream(t, js, ackWait)
-	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &recorder{}
 	var runs atomic.Int32
-	consume(t, cons, runner, rec, ackWait, func(context.Context, jetstream.Msg) ([]byte, error) {
+	consume(t, cons, rec, ackWait, func(context.Context, jetstream.Msg) ([]byte, error) {
 		runs.Add(1)
 		time.Sleep(4 * ackWait)
 		return nil, nil
