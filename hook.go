@@ -9,44 +9,55 @@ import (
 	"sync/atomic"
 )
 
-// Hook is the one way to attach telemetry to a Transport, as go-redis's
-// Hook is: it may wrap a whole RoundTrip (a span per logical request), wrap
-// each attempt's send (a span per attempt), and observe each retry
-// decision. Transport.AddHook adds one; hooks compose in the order they
-// were added, the first outermost. Embed NoHook to implement only what you
-// need.
+// Hook is the one way to attach an observer to a Transport, as go-redis's
+// Hook is: it is told of each retry decision, each stacked retry and each
+// RoundTrip's end. Transport.AddHook adds one; hooks are told in the order
+// they were added. HookFunc makes a function one.
+//
+// A hook that also wraps requests (a span per request, per attempt, as
+// retryhttpotel's does) has either or both of these methods, found when it
+// is added:
+//
+//	WrapRoundTrip(next http.RoundTripper) http.RoundTripper
+//	WrapAttempt(next http.RoundTripper) http.RoundTripper
+//
+// WrapRoundTrip returns the RoundTripper a whole RoundTrip goes through
+// (every attempt and wait of one logical request): next, or one that wraps
+// it, called once, when the hook is added; the first hook added is
+// outermost. WrapAttempt returns the RoundTripper each attempt is sent
+// through: the Transport's Base, or one that wraps it, called once per Base
+// the Transport sends through, not per attempt; a wrapper sees the attempt
+// sent and sees it end. A wrapper must keep the RoundTripper contract:
+// resp.Request is the caller's request.
 //
 // Prometheus metrics (*[Metrics]), logs ([LogHook]), [OnRetryHook] and
 // retryhttpotel are Hooks; the Transport's Metrics, Logger and OnRetry
-// fields are shorthands for the first three and are told first. Each
-// attempt is observed by wrapping it (WrapAttempt): a wrapper sees it sent
-// and sees it end.
+// fields are shorthands for the first three and are told first.
 type Hook interface {
-	// WrapRoundTrip returns the RoundTripper a whole RoundTrip goes
-	// through: next (every attempt and wait of one logical request), or
-	// one that wraps it. It is called once, when the hook is added. A
-	// wrapper must keep the RoundTripper contract: resp.Request is the
-	// caller's request.
-	WrapRoundTrip(next http.RoundTripper) http.RoundTripper
-	// WrapAttempt returns the RoundTripper each attempt is sent through:
-	// next (the Transport's Base), or one that wraps it. It is called once
-	// per Base the Transport sends through, not per attempt.
-	WrapAttempt(next http.RoundTripper) http.RoundTripper
 	// OnEvent is told of each retry decision (a retry scheduled, a
 	// give-up, before any wait), of each retry stacked on another
-	// layer's, and of each RoundTrip's end (EventDone), on the
-	// RoundTrip's goroutine. It must not block, nor read the response
+	// layer's, of each hedge, and of each RoundTrip's end (EventDone), on
+	// the RoundTrip's goroutine. It must not block, nor read the response
 	// body.
 	OnEvent(ctx context.Context, e Event)
 }
 
-// NoHook is a Hook that changes and observes nothing: embed it to
-// implement only some of Hook's methods.
-type NoHook struct{}
+// HookFunc is a function that is a Hook.
+type HookFunc func(ctx context.Context, e Event)
 
-func (NoHook) WrapRoundTrip(next http.RoundTripper) http.RoundTripper { return next }
-func (NoHook) WrapAttempt(next http.RoundTripper) http.RoundTripper   { return next }
-func (NoHook) OnEvent(context.Context, Event)                         {}
+// OnEvent calls f.
+func (f HookFunc) OnEvent(ctx context.Context, e Event) { f(ctx, e) }
+
+// roundTripWrapper and attemptWrapper are the optional methods of a Hook
+// (see Hook).
+type (
+	roundTripWrapper interface {
+		WrapRoundTrip(next http.RoundTripper) http.RoundTripper
+	}
+	attemptWrapper interface {
+		WrapAttempt(next http.RoundTripper) http.RoundTripper
+	}
+)
 
 // EventKind says what an Event reports.
 type EventKind uint8
@@ -130,7 +141,9 @@ func (t *Transport) AddHook(h Hook) {
 	hs.list = append(hs.list, h)
 	var rt http.RoundTripper = loop{t}
 	for i := len(hs.list) - 1; i >= 0; i-- {
-		rt = hs.list[i].WrapRoundTrip(rt)
+		if w, ok := hs.list[i].(roundTripWrapper); ok {
+			rt = w.WrapRoundTrip(rt)
+		}
 	}
 	hs.roundTrip = rt
 	t.hooks.Store(&hs)
@@ -163,7 +176,9 @@ func (hs *hookSet) attempt(base http.RoundTripper) http.RoundTripper {
 	wrap := func() http.RoundTripper {
 		rt := base
 		for i := len(hs.list) - 1; i >= 0; i-- {
-			rt = hs.list[i].WrapAttempt(rt)
+			if w, ok := hs.list[i].(attemptWrapper); ok {
+				rt = w.WrapAttempt(rt)
+			}
 		}
 		return rt
 	}

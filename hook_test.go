@@ -71,7 +71,7 @@ func TestHooksSeeGiveUpsAndStacking(t *testing.T) {
 	inner := &Transport{Base: script(status(503)), Policy: noWait, Budget: NoBudget}
 	outer := &Transport{Base: inner, Policy: noWait, Budget: NoBudget}
 	inner.AddHook(h)
-	outer.AddHook(&struct{ NoHook }{}) // a hook that does nothing composes
+	outer.AddHook(HookFunc(func(context.Context, Event) {})) // a hook that wraps nothing composes
 	resp, err := outer.RoundTrip(newReq(t, "GET", "", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -141,11 +141,32 @@ func TestBuiltInObserversAreHooks(t *testing.T) {
 	zero.OnEvent(context.Background(), Event{Kind: EventDone})
 }
 
-type eventsHook func(Event)
+// eventsHook is a Hook that calls f with each event.
+func eventsHook(f func(Event)) Hook { return HookFunc(func(_ context.Context, e Event) { f(e) }) }
 
-func (f eventsHook) WrapRoundTrip(next http.RoundTripper) http.RoundTripper { return next }
-func (f eventsHook) WrapAttempt(next http.RoundTripper) http.RoundTripper   { return next }
-func (f eventsHook) OnEvent(_ context.Context, e Event)                     { f(e) }
+// attemptsOnly is a Hook that wraps attempts and nothing else.
+type attemptsOnly struct{ log *[]string }
+
+func (h attemptsOnly) WrapAttempt(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		*h.log = append(*h.log, "attempt")
+		return next.RoundTrip(r)
+	})
+}
+
+func (h attemptsOnly) OnEvent(_ context.Context, e Event) { *h.log = append(*h.log, e.Kind.String()) }
+
+// A Hook's wrappers are optional: one that has only WrapAttempt wraps each
+// attempt, and is not asked to wrap the request.
+func TestHookWrappersAreOptional(t *testing.T) {
+	var log []string
+	tr := &Transport{Base: script(status(503), status(200)), Policy: noWait, Budget: NoBudget}
+	tr.AddHook(attemptsOnly{&log})
+	resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, []string{"attempt", "retry", "attempt", "done"}, log)
+}
 
 // A response the server's idempotency layer replayed is counted and
 // logged at Debug, with its key.

@@ -15,12 +15,6 @@ import (
 // [Transport.AddHook]; set a field or add the hook, not both, or each
 // event is counted twice.
 
-// WrapRoundTrip returns next: Metrics counts requests from EventDone.
-func (m *Metrics) WrapRoundTrip(next http.RoundTripper) http.RoundTripper { return next }
-
-// WrapAttempt returns next: Metrics counts attempts from EventDone.
-func (m *Metrics) WrapAttempt(next http.RoundTripper) http.RoundTripper { return next }
-
 // OnEvent counts e: retries and their waits, requests with their outcome
 // and attempts, give-ups, stacked retries. A nil *Metrics counts nothing.
 func (m *Metrics) OnEvent(_ context.Context, e Event) { m.observe(&e) }
@@ -56,7 +50,6 @@ func (m *Metrics) observe(e *Event) {
 // it meets (see docs/exactly-once.md, "One retry layer"). Use it as a
 // pointer: it remembers which warnings it gave.
 type LogHook struct {
-	NoHook
 	Logger *slog.Logger
 
 	warned atomic.Uint32 // a bit per stackedSignal warned about
@@ -80,9 +73,6 @@ func orDefault(l *slog.Logger) *slog.Logger {
 // each retry and give-up (EventRetry, EventGiveUp): what
 // [Transport.OnRetry] is.
 type OnRetryHook func(RetryEvent)
-
-func (OnRetryHook) WrapRoundTrip(next http.RoundTripper) http.RoundTripper { return next }
-func (OnRetryHook) WrapAttempt(next http.RoundTripper) http.RoundTripper   { return next }
 
 // OnEvent calls f for a retry or a give-up.
 func (f OnRetryHook) OnEvent(_ context.Context, e Event) {

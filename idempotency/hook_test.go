@@ -19,10 +19,13 @@ type recorded struct {
 	events []Event
 }
 
-func (r *recorded) OnEvent(_ context.Context, e Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
+// hook is a HookFunc that records each event.
+func (r *recorded) hook() Hook {
+	return HookFunc(func(_ context.Context, e Event) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.events = append(r.events, e)
+	})
 }
 
 func (r *recorded) results() []string {
@@ -45,7 +48,7 @@ func TestMiddlewareHooks(t *testing.T) {
 	asHook, err := NewMetrics(reg)
 	require.NoError(t, err)
 	var c counter
-	m := newMiddleware(t, Options{Hooks: []Hook{&h, asHook}})
+	m := newMiddleware(t, Options{Hooks: []Hook{h.hook(), asHook}})
 	handler := m.Handler(c.handler(201))
 	call(handler, "POST", "k", `{}`, nil)
 	call(handler, "POST", "k", `{}`, nil)
@@ -61,7 +64,7 @@ func TestRunnerHooks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var h recorded
 		s := &stalledStore{Store: mem(t)}
-		r, err := NewRunner(RunnerOptions{Store: s, Kind: "payments", LockTimeout: 3 * time.Second, Logger: quiet, Hooks: []Hook{&h}})
+		r, err := NewRunner(RunnerOptions{Store: s, Kind: "payments", LockTimeout: 3 * time.Second, Logger: quiet, Hooks: []Hook{h.hook()}})
 		require.NoError(t, err)
 		ctx := context.Background()
 		_, _, err = r.Do(ctx, "a", func(context.Context) ([]byte, error) { return []byte("ok"), nil })

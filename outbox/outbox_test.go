@@ -140,7 +140,7 @@ func TestCommittedMessagesAreDelivered(t *testing.T) {
 	tx.Rollback(ctx)
 
 	events := &eventLog{}
-	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Hooks: []outbox.Hook{events}})
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Hooks: []outbox.Hook{events.hook()}})
 	outboxtest.Eventually(t, "delivery", func() bool { return state(t, o, id).Status == outbox.Delivered })
 	time.Sleep(100 * time.Millisecond)
 	if got := events.list(); !slices.Equal(got, []string{"delivered " + id + " 200 0"}) {
@@ -204,7 +204,7 @@ func TestBackoffAndDeadLetter(t *testing.T) {
 		t.Fatalf("outbox_pending %v, want 2", got)
 	}
 	events := &eventLog{}
-	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Metrics: m, Hooks: []outbox.Hook{events}, PollInterval: 5 * time.Millisecond,
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Metrics: m, Hooks: []outbox.Hook{events.hook()}, PollInterval: 5 * time.Millisecond,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 30 * time.Millisecond, MaxDelay: 30 * time.Millisecond, Jitter: retryhttp.NoJitter}})
 	outboxtest.Eventually(t, "both dead", func() bool {
 		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead
@@ -246,19 +246,22 @@ func TestBackoffAndDeadLetter(t *testing.T) {
 	}
 }
 
-// eventLog is a Hook that records each event as "kind id status deliveries".
+// eventLog records each event as "kind id status deliveries".
 type eventLog struct {
 	mu     sync.Mutex
 	events []string
 }
 
-func (l *eventLog) OnEvent(_ context.Context, e outbox.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e.Table == "" {
-		panic("event without its table")
-	}
-	l.events = append(l.events, fmt.Sprintf("%s %s %d %d", e.Kind, e.ID, e.Status, e.Deliveries))
+// hook is a HookFunc that logs each event in l.
+func (l *eventLog) hook() outbox.Hook {
+	return outbox.HookFunc(func(_ context.Context, e outbox.Event) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if e.Table == "" {
+			panic("event without its table")
+		}
+		l.events = append(l.events, fmt.Sprintf("%s %s %d %d", e.Kind, e.ID, e.Status, e.Deliveries))
+	})
 }
 
 func (l *eventLog) list() []string {

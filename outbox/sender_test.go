@@ -43,7 +43,7 @@ func TestSenderByScheme(t *testing.T) {
 	idFlaky, _ := o.Enqueue(ctx, p, outbox.Message{URL: "test:flaky"})
 	idNone, _ := o.Enqueue(ctx, p, outbox.Message{URL: "elsewhere:x"})
 	events := &eventLog{}
-	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{"test": sender}, Hooks: []outbox.Hook{events},
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{"test": sender}, Hooks: []outbox.Hook{events.hook()},
 		PollInterval: 5 * time.Millisecond,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond,
 			MaxRetryAfter: time.Second, Jitter: retryhttp.NoJitter}})

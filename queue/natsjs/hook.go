@@ -12,6 +12,12 @@ type Hook interface {
 	OnEvent(ctx context.Context, e Event)
 }
 
+// HookFunc is a function that is a Hook.
+type HookFunc func(ctx context.Context, e Event)
+
+// OnEvent calls f.
+func (f HookFunc) OnEvent(ctx context.Context, e Event) { f(ctx, e) }
+
 // EventKind says what an Event reports.
 type EventKind uint8
 

@@ -17,16 +17,19 @@ import (
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 )
 
-// recorder is a Hook that keeps each event, in order.
+// recorder keeps each event, in order.
 type recorder struct {
 	mu     sync.Mutex
 	events []natsjs.Event
 }
 
-func (r *recorder) OnEvent(_ context.Context, e natsjs.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
+// hook is a HookFunc that keeps each event in r.
+func (r *recorder) hook() natsjs.Hook {
+	return natsjs.HookFunc(func(_ context.Context, e natsjs.Event) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.events = append(r.events, e)
+	})
 }
 
 // of returns the events of key, in order.
@@ -68,7 +71,7 @@ func consume(t *testing.T, cons jetstream.Consumer, rec *recorder, ackWait time.
 		Key:     func(m jetstream.Msg) (string, error) { return string(m.Data()), nil },
 		Policy:  retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
 		AckWait: ackWait,
-		Hooks:   []natsjs.Hook{rec},
+		Hooks:   []natsjs.Hook{rec.hook()},
 		Logger:  quiet(),
 	}, h)
 	if err != nil {

@@ -40,16 +40,19 @@ func quorumQueue(t *testing.T, conn *amqp.Connection) string {
 	return name
 }
 
-// recorder is a Hook that keeps each event, in order.
+// recorder keeps each event, in order.
 type recorder struct {
 	mu     sync.Mutex
 	events []rabbitmq.Event
 }
 
-func (r *recorder) OnEvent(_ context.Context, e rabbitmq.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
+// hook is a HookFunc that keeps each event in r.
+func (r *recorder) hook() rabbitmq.Hook {
+	return rabbitmq.HookFunc(func(_ context.Context, e rabbitmq.Event) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.events = append(r.events, e)
+	})
 }
 
 func (r *recorder) of(key string) []rabbitmq.Event {
@@ -119,7 +122,7 @@ func consume(t *testing.T, conn *amqp.Connection, name string, rec *recorder, h 
 		Runner: runner,
 		Key:    func(d amqp.Delivery) (string, error) { return string(d.Body), nil },
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
-		Hooks:  []rabbitmq.Hook{rec},
+		Hooks:  []rabbitmq.Hook{rec.hook()},
 		Logger: slog.New(slog.DiscardHandler),
 	}, h)
 	if err != nil {
