@@ -33,7 +33,9 @@ import (
 //
 // A Transport is safe for concurrent use by multiple goroutines and must not
 // be copied after first use. Like http.Transport it should be reused, not
-// made per request. It starts no goroutines of its own.
+// made per request. It starts no goroutines of its own, but for hedging:
+// each hedged copy is sent on a goroutine, and a losing copy is drained on
+// one after the race (see Hedging).
 //
 // What is retried. A request is replayable when its method is idempotent
 // (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or it carries an Idempotency-Key

@@ -54,7 +54,7 @@ type Event struct {
 	Kind       EventKind
 	Subject    string
 	Key        string
-	Deliveries uint64 // this delivery's number, 1 for the first; above 1, a redelivery
-	Err        error  // why it failed or was terminated
-	AckErr     error  // the acknowledgement's own error, if any
+	Deliveries int   // this delivery's number, 1 for the first; above 1, a redelivery
+	Err        error // why it failed or was terminated
+	AckErr     error // the acknowledgement's own error, if any
 }

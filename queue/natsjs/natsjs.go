@@ -146,7 +146,7 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 	if md, err := msg.Metadata(); err == nil {
 		deliveries = md.NumDelivered
 	}
-	e := Event{Subject: msg.Subject(), Deliveries: deliveries}
+	e := Event{Subject: msg.Subject(), Deliveries: int(min(deliveries, 1<<31))}
 	key, err := c.o.Key(msg)
 	if err != nil {
 		e.Kind, e.Err = EventTerminated, err

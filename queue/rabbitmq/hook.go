@@ -55,7 +55,7 @@ type Event struct {
 	Kind        EventKind
 	RoutingKey  string
 	Key         string
-	Deliveries  int64 // this delivery's count, as far as the broker says (see Options.Policy)
+	Deliveries  int   // this delivery's count, as far as the broker says (see Options.Policy)
 	Redelivered bool  // the broker delivered it before
 	Err         error // why it failed or was rejected
 	AckErr      error // the acknowledgement's own error, if any

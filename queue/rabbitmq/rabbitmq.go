@@ -147,7 +147,7 @@ func deliveries(d amqp.Delivery) (n int64, exact bool) {
 
 func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 	n, exact := deliveries(d)
-	e := Event{RoutingKey: d.RoutingKey, Deliveries: n, Redelivered: d.Redelivered}
+	e := Event{RoutingKey: d.RoutingKey, Deliveries: int(n), Redelivered: d.Redelivered}
 	key, err := c.o.Key(d)
 	if err != nil {
 		e.Kind, e.Err = EventRejected, err
