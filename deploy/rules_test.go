@@ -250,7 +250,7 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 			if i == 9 && round%5 == 0 {
 				k = natsjs.EventTerminated
 			}
-			natsMetrics.OnEvent(context.Background(), natsjs.Event{Kind: k, Deliveries: uint64(1 + i%3)})
+			natsMetrics.OnEvent(context.Background(), natsjs.Event{Kind: k, Deliveries: 1 + i%3})
 			rk := []rabbitmq.EventKind{rabbitmq.EventProcessed, rabbitmq.EventDuplicate, rabbitmq.EventFailed}[i%3]
 			if i == 9 && round%5 == 0 {
 				rk = rabbitmq.EventRejected
