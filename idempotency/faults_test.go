@@ -220,13 +220,13 @@ func TestSignals(t *testing.T) {
 	}))
 	call(h, "POST", "k", `{}`, nil)
 	call(h, "POST", "k", `{}`, nil)
-	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultReleased)))
-	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultNew)), "new counts stored runs only")
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultReleased.String())))
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultNew.String())), "new counts stored runs only")
 
 	noScope := func(*http.Request) (string, error) { return "", errors.New("no tenant") }
 	strict := newMiddleware(t, Options{RequireKey: true, Scope: noScope, Metrics: metrics}).Handler(c.handler(201))
 	assert.Equal(t, 401, call(strict, "POST", "", `{}`, nil).Code, "no identity: 401 before 'missing key'")
-	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultUnauthorized)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultUnauthorized.String())))
 
 	var logs bytes.Buffer
 	prev := slog.Default()

@@ -49,7 +49,7 @@ func (k EventKind) String() string {
 // name a request (empty for a Runner's Do, whose Kind is RunnerKind).
 type Event struct {
 	Kind         EventKind
-	Result       string // for EventResult
+	Result       Result // for EventResult
 	Method, Path string
 	RunnerKind   string
 	Err          error // for EventClaimLapsed
@@ -60,10 +60,7 @@ func (m *Metrics) OnEvent(_ context.Context, e Event) {
 	if m == nil || e.Kind != EventResult {
 		return
 	}
-	for r, name := range resultNames {
-		if name == e.Result {
-			m.byResult[r].Inc()
-			return
-		}
+	if e.Result < numResults {
+		m.byResult[e.Result].Inc()
 	}
 }

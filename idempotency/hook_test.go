@@ -28,10 +28,10 @@ func (r *recorded) hook() Hook {
 	})
 }
 
-func (r *recorded) results() []string {
+func (r *recorded) results() []Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []string
+	var out []Result
 	for _, e := range r.events {
 		if e.Kind == EventResult {
 			out = append(out, e.Result)
@@ -53,10 +53,10 @@ func TestMiddlewareHooks(t *testing.T) {
 	call(handler, "POST", "k", `{}`, nil)
 	call(handler, "POST", "k", `{}`, nil)
 	call(handler, "POST", "k", `{"other":1}`, nil)
-	assert.Equal(t, []string{ResultNew, ResultReplayed, ResultMismatch}, h.results())
+	assert.Equal(t, []Result{ResultNew, ResultReplayed, ResultMismatch}, h.results())
 	assert.Equal(t, "POST", h.events[0].Method)
 	assert.Equal(t, "/charges", h.events[0].Path)
-	assert.Equal(t, 1.0, testutil.ToFloat64(asHook.requests.WithLabelValues(ResultReplayed)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(asHook.requests.WithLabelValues(ResultReplayed.String())))
 }
 
 // The Runner tells its hooks each Do's result and a lapsed claim.
@@ -80,7 +80,7 @@ func TestRunnerHooks(t *testing.T) {
 		})
 		require.ErrorIs(t, err, ErrClaimLapsed)
 		time.Sleep(2 * storeDeadline)
-		assert.Equal(t, []string{ResultNew, ResultReplayed, ResultReleased, ResultReleased}, h.results())
+		assert.Equal(t, []Result{ResultNew, ResultReplayed, ResultReleased, ResultReleased}, h.results())
 		var lapsed int
 		for _, e := range h.events {
 			if e.Kind == EventClaimLapsed {

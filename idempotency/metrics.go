@@ -3,48 +3,48 @@ package idempotency
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/retryhttp/retryhttp/internal/promreg"
 )
 
-// Results, the result label of idempotency_requests_total: one per request
-// the middleware saw with a method it applies to.
+// Result is what the middleware did with one request (or a Runner with
+// one Do): the result label of idempotency_requests_total, and an
+// EventResult's Result.
+type Result uint8
+
+// Results, one per request the middleware saw with a method it applies to.
 const (
-	ResultNew          = "new"          // the handler ran and its response was stored
-	ResultReleased     = "released"     // the handler ran, its outcome was not stored (5xx, 408, 409, 429, panic, rollback, too large) and the key was freed for the retry
-	ResultReplayed     = "replayed"     // a stored response was replayed
-	ResultInFlight     = "in_flight"    // 409: the same key is being processed
-	ResultMismatch     = "mismatch"     // 422: the key was used for another payload
-	ResultMissingKey   = "missing_key"  // no key (400 with RequireKey, else passed through)
-	ResultInvalidKey   = "invalid_key"  // 400: a malformed key
-	ResultUnauthorized = "unauthorized" // 401: the caller's scope could not be determined
-	ResultTooLarge     = "too_large"    // 413: the request body is over MaxRequestBytes
-	ResultStoreError   = "store_error"  // 503, or a response whose record could not be stored
+	ResultNew          Result = iota // the handler ran and its response was stored
+	ResultReleased                   // the handler ran, its outcome was not stored (5xx, 408, 409, 429, panic, rollback, too large) and the key was freed for the retry
+	ResultReplayed                   // a stored response was replayed
+	ResultInFlight                   // 409: the same key is being processed
+	ResultMismatch                   // 422: the key was used for another payload
+	ResultMissingKey                 // no key (400 with RequireKey, else passed through)
+	ResultInvalidKey                 // 400: a malformed key
+	ResultUnauthorized               // 401: the caller's scope could not be determined
+	ResultTooLarge                   // 413: the request body is over MaxRequestBytes
+	ResultStoreError                 // 503, or a response whose record could not be stored
+
+	numResults // the count of results above: resultNames has an entry for each
 )
 
-// result indexes the results, one source for the label list and the
-// counters.
-type result uint8
+// resultNames are the results' labels, one source for the label list and
+// the counters.
+var resultNames = [numResults]string{
+	ResultNew: "new", ResultReleased: "released", ResultReplayed: "replayed", ResultInFlight: "in_flight",
+	ResultMismatch: "mismatch", ResultMissingKey: "missing_key", ResultInvalidKey: "invalid_key",
+	ResultUnauthorized: "unauthorized", ResultTooLarge: "too_large", ResultStoreError: "store_error",
+}
 
-const (
-	resNew result = iota
-	resReleased
-	resReplayed
-	resInFlight
-	resMismatch
-	resMissingKey
-	resInvalidKey
-	resUnauthorized
-	resTooLarge
-	resStoreError
-)
-
-var resultNames = [...]string{
-	resNew: ResultNew, resReleased: ResultReleased, resReplayed: ResultReplayed, resInFlight: ResultInFlight,
-	resMismatch: ResultMismatch, resMissingKey: ResultMissingKey, resInvalidKey: ResultInvalidKey,
-	resUnauthorized: ResultUnauthorized, resTooLarge: ResultTooLarge, resStoreError: ResultStoreError,
+// String returns the result's label: "new", "replayed", ...
+func (r Result) String() string {
+	if r < numResults {
+		return resultNames[r]
+	}
+	return "Result(" + strconv.Itoa(int(r)) + ")"
 }
 
 // Metrics counts the middleware's decisions. A nil *Metrics counts
@@ -92,7 +92,7 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, err
 }
 
-func (m *Metrics) count(r result) {
+func (m *Metrics) count(r Result) {
 	if m != nil {
 		m.byResult[r].Inc()
 	}

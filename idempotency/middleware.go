@@ -282,12 +282,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	key, hasKey, err := requestKey(r.Header)
 	if !hasKey && !m.opts.RequireKey {
-		m.result(r, resMissingKey)
+		m.result(r, ResultMissingKey)
 		next.ServeHTTP(w, r)
 		return
 	}
 	if err != nil {
-		m.result(r, resInvalidKey)
+		m.result(r, ResultInvalidKey)
 		problem(w, http.StatusBadRequest, "invalid Idempotency-Key", err.Error())
 		return
 	}
@@ -295,24 +295,24 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	// that first.
 	scope, err := m.opts.Scope(r)
 	if err != nil {
-		m.result(r, resUnauthorized)
+		m.result(r, ResultUnauthorized)
 		m.log(r.Context(), slog.LevelWarn, "idempotency: no caller scope", err, reqAttrs(r)...)
 		problem(w, http.StatusUnauthorized, "no caller identity", "the idempotency scope could not be determined")
 		return
 	}
 	if !hasKey {
-		m.result(r, resMissingKey)
+		m.result(r, ResultMissingKey)
 		problem(w, http.StatusBadRequest, "missing Idempotency-Key", "this endpoint requires an Idempotency-Key header")
 		return
 	}
 	body, err := readBody(r, m.opts.MaxRequestBytes)
 	if err != nil {
-		m.result(r, resInvalidKey)
+		m.result(r, ResultInvalidKey)
 		problem(w, http.StatusBadRequest, "unreadable body", "the request body could not be read")
 		return
 	}
 	if int64(len(body)) > m.opts.MaxRequestBytes {
-		m.result(r, resTooLarge)
+		m.result(r, ResultTooLarge)
 		problem(w, http.StatusRequestEntityTooLarge, "request too large",
 			fmt.Sprintf("requests with an Idempotency-Key are limited to %d bytes", m.opts.MaxRequestBytes))
 		return
@@ -322,7 +322,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	r.Body = &x.body // a Fingerprint hook may read it too
 	fp, err := m.fingerprint(r, body)
 	if err != nil {
-		m.result(r, resInvalidKey)
+		m.result(r, ResultInvalidKey)
 		problem(w, http.StatusBadRequest, "unreadable request", err.Error())
 		return
 	}
@@ -332,18 +332,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	rec, sent, err := m.claim(r.Context(), x.op.ID, fp, owner, m.opts.WaitForResult, m.opts.MaxWait, x.attrs[:]...)
 	switch {
 	case err != nil:
-		m.result(r, resStoreError)
+		m.result(r, ResultStoreError)
 		m.storeError(w, r, "claim", err)
 		return
 	case rec == nil:
 		// ours: run the handler
 	case rec.Fingerprint != fp:
-		m.result(r, resMismatch)
+		m.result(r, ResultMismatch)
 		problem(w, http.StatusUnprocessableEntity, "Idempotency-Key reused",
 			"this key was used for a request with a different method, path, query or body")
 		return
 	case rec.Response != nil:
-		m.result(r, resReplayed)
+		m.result(r, ResultReplayed)
 		replay(w, rec.Response)
 		return
 	case r.Context().Err() != nil:
@@ -360,7 +360,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // releases the outcome. It counts one result for the request, however it
 // ends.
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, x *exchange, owner string, sent time.Time) {
-	res := resReleased // what a panic leaves
+	res := ResultReleased // what a panic leaves
 	defer func() { m.result(r, res) }()
 	rec := &x.rec
 	defer rec.free()
@@ -375,29 +375,29 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		}, x.attrs[:]...)
 	switch {
 	case stage == stageBegin || stage == stageCommit:
-		res = resStoreError
+		res = ResultStoreError
 		m.storeError(w, r, stage, err)
 		return
 	case stage == stageComplete:
 		// The effect happened and cannot be undone. The claim is kept (it
 		// expires after LockTimeout); the client gets its answer.
-		res = resStoreError
+		res = ResultStoreError
 		m.log(r.Context(), slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a retry runs the handler again", err, x.attrs[:]...)
 	case released && rec.overflow:
 		problem(w, http.StatusInternalServerError, "response too large",
 			fmt.Sprintf("the response exceeded %d bytes and could not be recorded; nothing was committed", m.opts.MaxResponseBytes))
 		return
 	case !released:
-		res = resNew
+		res = ResultNew
 	}
 	rec.send()
 }
 
 // result counts r's result and tells the hooks.
-func (m *Middleware) result(r *http.Request, res result) {
+func (m *Middleware) result(r *http.Request, res Result) {
 	m.opts.Metrics.count(res)
 	if len(m.hooks) > 0 {
-		m.emit(r.Context(), Event{Kind: EventResult, Result: resultNames[res], Method: r.Method, Path: r.URL.Path})
+		m.emit(r.Context(), Event{Kind: EventResult, Result: res, Method: r.Method, Path: r.URL.Path})
 	}
 }
 
@@ -436,7 +436,7 @@ func replay(w http.ResponseWriter, resp *Response) {
 // Retry-After is how long the claim may still hold: when a process that
 // died with it stops blocking the key.
 func (m *Middleware) inFlight(w http.ResponseWriter, r *http.Request, rec *Record, detail string) {
-	m.result(r, resInFlight)
+	m.result(r, ResultInFlight)
 	secs := int64(1)
 	if !rec.Expires.IsZero() {
 		if d := time.Until(rec.Expires); d > time.Second {

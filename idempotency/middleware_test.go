@@ -105,8 +105,8 @@ func TestMethodsAndKeys(t *testing.T) {
 	assert.Equal(t, 201, call(strict, "PATCH", "", `{}`, nil).Code, "PATCH is not in Methods: untouched")
 	assert.Equal(t, before+1, c.count())
 
-	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultMissingKey)))
-	assert.Equal(t, 2.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultInvalidKey)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultMissingKey.String())))
+	assert.Equal(t, 2.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultInvalidKey.String())))
 }
 
 func TestReplayHeaders(t *testing.T) {
@@ -227,7 +227,7 @@ func testStoreErrorsFailClosed(t *testing.T) {
 	assert.Equal(t, 503, w.Code)
 	assert.Equal(t, "1", w.Header().Get("Retry-After"))
 	assert.Equal(t, 0, c.count(), "the handler never runs unprotected")
-	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultStoreError)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultStoreError.String())))
 
 	// Complete keeps failing after the effect (past the retries): the
 	// client still gets its answer, and the claim stays, so a retry within
@@ -243,8 +243,8 @@ func testStoreErrorsFailClosed(t *testing.T) {
 		total += testutil.ToFloat64(c)
 	}
 	assert.Equal(t, 2.0, total, "one result per request")
-	assert.Equal(t, 1.0, testutil.ToFloat64(metrics2.requests.WithLabelValues(ResultStoreError)))
-	assert.Equal(t, 0.0, testutil.ToFloat64(metrics2.requests.WithLabelValues(ResultNew)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics2.requests.WithLabelValues(ResultStoreError.String())))
+	assert.Equal(t, 0.0, testutil.ToFloat64(metrics2.requests.WithLabelValues(ResultNew.String())))
 }
 
 func TestMismatchAndInFlight(t *testing.T) {
@@ -344,9 +344,9 @@ func TestNewValidates(t *testing.T) {
 	require.NoError(t, err)
 	m2, err := NewMetrics(reg)
 	require.NoError(t, err)
-	m1.count(resNew)
-	m2.count(resNew)
-	assert.Equal(t, 2.0, testutil.ToFloat64(m1.requests.WithLabelValues(ResultNew)))
+	m1.count(ResultNew)
+	m2.count(ResultNew)
+	assert.Equal(t, 2.0, testutil.ToFloat64(m1.requests.WithLabelValues(ResultNew.String())))
 }
 
 func TestScopeError(t *testing.T) {

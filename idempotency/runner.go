@@ -102,9 +102,9 @@ const jobFingerprint = "job"
 // returned with fn's result: the effect happened, and the claim holds the
 // key until LockTimeout.
 func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
-	res := resNew
+	res := ResultNew
 	if len(r.hooks) > 0 {
-		defer func() { r.emit(ctx, Event{Kind: EventResult, Result: resultNames[res], RunnerKind: r.opts.Kind}) }()
+		defer func() { r.emit(ctx, Event{Kind: EventResult, Result: res, RunnerKind: r.opts.Kind}) }()
 	}
 	if key == "" {
 		return nil, false, errors.New("idempotency: Runner.Do: empty key")
@@ -115,26 +115,26 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 	rec, sent, err := r.claim(ctx, op.ID, jobFingerprint, owner, true, r.opts.MaxWait)
 	switch {
 	case err != nil:
-		res = resStoreError
+		res = ResultStoreError
 		return nil, false, fmt.Errorf("idempotency: claim: %w", err)
 	case rec == nil:
 		// ours: run fn
 	case rec.Response != nil:
-		res = resReplayed
+		res = ResultReplayed
 		return rec.Response.Body, true, nil
 	case ctx.Err() != nil:
-		res = resInFlight
+		res = ResultInFlight
 		return nil, false, context.Cause(ctx)
 	default:
-		res = resInFlight
+		res = ResultInFlight
 		return nil, false, ErrInFlight
 	}
-	res = resReleased // what a panic leaves
+	res = ResultReleased // what a panic leaves
 	result, replayed, res, err = r.run(ctx, op, owner, sent, fn)
 	return result, replayed, err
 }
 
-func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.Time, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, res result, err error) {
+func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.Time, fn func(context.Context) ([]byte, error)) (result []byte, replayed bool, res Result, err error) {
 	var k claimKeeper
 	var out []byte
 	var fnErr error
@@ -147,12 +147,12 @@ func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.
 	})
 	switch {
 	case fnErr != nil:
-		return nil, false, resReleased, fnErr
+		return nil, false, ResultReleased, fnErr
 	case stage == stageComplete:
 		r.log(ctx, slog.LevelError, "idempotency: store complete failed; the key is held until LockTimeout, then a redelivery runs again", err)
-		return out, false, resStoreError, fmt.Errorf("idempotency: complete: %w", err)
+		return out, false, ResultStoreError, fmt.Errorf("idempotency: complete: %w", err)
 	case err != nil:
-		return nil, false, resStoreError, fmt.Errorf("idempotency: %s: %w", stage, err)
+		return nil, false, ResultStoreError, fmt.Errorf("idempotency: %s: %w", stage, err)
 	}
-	return out, false, resNew, nil
+	return out, false, ResultNew, nil
 }
