@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Decision is a ShouldRetry hook's verdict on one attempt's outcome.
@@ -59,14 +60,24 @@ var defaultRetryStatuses = []int{
 	http.StatusGatewayTimeout,     // 504
 }
 
+// rules are what a Transport's fields say of an attempt's outcome: which
+// statuses are worth another attempt (RetryStatuses), what ShouldRetry
+// says, and how the server asks for a wait (RetryHints). The attempt loop,
+// the hedging race and the Throttle judge outcomes by them.
+type rules struct {
+	statuses    []int // nil: defaultRetryStatuses
+	shouldRetry func(req *http.Request, resp *http.Response, err error) Decision
+	hints       []RetryHint // nil: the defaults
+}
+
 // retryableStatus reports whether status is worth another attempt: it is in
 // the status set, and is not a 409 to a request without a key (to which 409
 // means a real conflict, which a retry does not resolve).
-func (t *Transport) retryableStatus(status int, hasKey bool) bool {
+func (r *rules) retryableStatus(status int, hasKey bool) bool {
 	if status == http.StatusConflict && !hasKey {
 		return false
 	}
-	statuses := t.RetryStatuses
+	statuses := r.statuses
 	if statuses == nil {
 		statuses = defaultRetryStatuses
 	}
@@ -240,4 +251,57 @@ func FromCheckRetry(check func(ctx context.Context, resp *http.Response, err err
 		}
 		return Retry
 	}
+}
+
+// sendable is what decide needs to know of a request besides its outcome.
+type sendable struct {
+	again       bool // it may be sent again after it may have reached the server: replayable, its body too
+	unsentAgain bool // its body can be sent again, for an attempt proven unsent
+	keyed       bool // it carries an Idempotency-Key: a 409 means "in flight"
+}
+
+// decide classifies one attempt's outcome. retry is true when another
+// attempt is both useful and safe; otherwise stop names the reason.
+func (r *rules) decide(req *http.Request, resp *http.Response, err error, s sendable) (retry bool, stop Reason, trigger Trigger) {
+	safe, bodyOK, hasKey := s.again, s.unsentAgain, s.keyed
+	if err != nil && req.Context().Err() != nil {
+		return false, ReasonCanceled, ""
+	}
+	var d Decision
+	if r.shouldRetry != nil {
+		d = r.shouldRetry(req, resp, err)
+	}
+	if resp != nil {
+		if d == Defer && resp.StatusCode >= 400 {
+			d = serverSignal(resp)
+		}
+		if d == Stop || d == Defer && !r.retryableStatus(resp.StatusCode, hasKey) || !safe {
+			return false, ReasonNotRetryable, ""
+		}
+		if spent(resp, nil) {
+			return false, ReasonNotRetryable, statusTrigger(resp.StatusCode)
+		}
+		return true, ReasonNone, statusTrigger(resp.StatusCode)
+	}
+	transient, nothingSent, trigger := transientError(err)
+	if errors.Is(err, ErrAttemptTimeout) {
+		transient, trigger = true, TriggerTimeout
+	}
+	if d == Stop || d == Defer && !transient || !(safe || nothingSent && bodyOK) || spent(nil, err) {
+		return false, ReasonNotRetryable, trigger
+	}
+	return true, ReasonNone, trigger
+}
+
+// accepted reports whether a response shows the host took the attempt: not
+// a 5xx, not a 429, not another 4xx with a wait the Transport honours.
+func (r *rules) accepted(resp *http.Response, now time.Time) bool {
+	switch code := resp.StatusCode; {
+	case code >= 500, code == http.StatusTooManyRequests:
+		return false
+	case code >= 400:
+		_, asked := ServerWait(resp, now, r.hints)
+		return !asked
+	}
+	return true
 }

@@ -1,8 +1,8 @@
 package retryhttp
 
 import (
-	"context"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -31,27 +31,59 @@ type RetryEvent struct {
 	GiveUp Reason
 }
 
-// event reports a retry decision (EventRetry or EventGiveUp) to the
-// built-in observers and the hooks.
-func (t *Transport) event(ctx context.Context, e RetryEvent) {
-	kind := EventRetry
-	if e.GiveUp != ReasonNone {
-		kind = EventGiveUp
+// EventKind says what an Event reports.
+type EventKind uint8
+
+func (k EventKind) String() string {
+	switch k {
+	case EventRetry:
+		return "retry"
+	case EventGiveUp:
+		return "give_up"
+	case EventStacked:
+		return "stacked"
+	case EventDone:
+		return "done"
+	case EventHedge:
+		return "hedge"
+	case EventHedgeWon:
+		return "hedge_won"
 	}
-	t.tell(ctx, &Event{Kind: kind, RetryEvent: e})
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// tell reports e to the built-in observers (the Metrics, Logger and
-// OnRetry fields, in that order), then to the hooks.
-func (t *Transport) tell(ctx context.Context, e *Event) {
-	t.Metrics.observe(e)
-	if e.Kind != EventDone || replayed(e.Response) { // of a RoundTrip's end, the logs tell only a replay
-		logEvent(ctx, orDefault(t.Logger), &t.stackWarned, *e)
-	}
-	if e.Kind != EventDone {
-		OnRetryHook(t.OnRetry).OnEvent(ctx, *e)
-	}
-	if hs := t.hooks.Load(); hs != nil {
-		hs.emit(ctx, *e)
-	}
+// Event is what a Hook is told. For EventRetry and EventGiveUp, its
+// RetryEvent is the one OnRetry receives; for EventStacked only Request
+// and Signal are set.
+type Event struct {
+	Kind EventKind
+	RetryEvent
+	// Signal is the signal label of retryhttp_stacked_retries_total, for
+	// EventStacked: "retryhttp", "idempotency_key", "operation",
+	// "amz_sdk_request", "stainless", "google".
+	Signal string
 }
+
+const (
+	// EventRetry: an attempt failed retryably and a retry follows after
+	// Wait.
+	EventRetry EventKind = iota + 1
+	// EventGiveUp: an attempt failed retryably and no retry follows, for
+	// GiveUp; or the breaker refused an attempt.
+	EventGiveUp
+	// EventStacked: a layer above (or a Transport below) retries this
+	// request too; Signal names how the Transport knew.
+	EventStacked
+	// EventDone: the RoundTrip ended, with what its caller gets. Request
+	// is the caller's, Attempt the attempts sent, Response or Err the
+	// outcome (do not read the body) and GiveUp the reason no further
+	// attempt followed: ReasonNotRetryable for a success or a status not
+	// retried (see Outcome).
+	EventDone
+	// EventHedge: a hedge was sent (see Hedging): Request is its copy and
+	// Attempt its attempt number.
+	EventHedge
+	// EventHedgeWon: a hedge's response was the usable one, and the
+	// other copies were cancelled.
+	EventHedgeWon
+)

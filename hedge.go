@@ -244,7 +244,7 @@ type copyResult struct {
 // context, not the copy's: the copy's context is cancelled once the race
 // is over, and a failure must read as what it was (a reset, a timeout),
 // not as the caller's cancellation.
-func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request, n int, ticket circuit.Ticket) (*http.Request, *http.Response, error, int) {
+func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticket circuit.Ticket) (*http.Request, *http.Response, error, int) {
 	results := make(chan copyResult, 1+r.maxHedges)
 	cancels := make([]context.CancelCauseFunc, 0, 1+r.maxHedges)
 	launch := func(areq *http.Request, n int, tk circuit.Ticket) {
@@ -268,10 +268,10 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 		select {
 		case c := <-results:
 			inflight--
-			r.observe(t, &c)
-			if c.err == nil && r.usable(c.resp) {
+			r.observe(&c)
+			if c.err == nil && !r.rules.retryableStatus(c.resp.StatusCode, r.keyed) {
 				if c.n != n {
-					t.tell(ctx, &Event{Kind: EventHedgeWon, RetryEvent: RetryEvent{Request: c.req, Attempt: c.n}})
+					r.tell(ctx, &Event{Kind: EventHedgeWon, RetryEvent: RetryEvent{Request: c.req, Attempt: c.n}})
 				}
 				for i, cancel := range cancels {
 					if i != c.n-n {
@@ -281,7 +281,7 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 				if last != nil {
 					last.close()
 				}
-				r.drain(t, results, inflight)
+				r.drain(results, inflight)
 				c.resp.Body = wrapCancel(c.resp.Body, c.cancel)
 				return c.req, c.resp, nil, sent
 			}
@@ -318,7 +318,7 @@ func (t *Transport) race(ctx context.Context, r *raceParams, first *http.Request
 					continue
 				}
 			}
-			t.tell(ctx, &Event{Kind: EventHedge, RetryEvent: RetryEvent{Request: areq, Attempt: n + sent}})
+			r.tell(ctx, &Event{Kind: EventHedge, RetryEvent: RetryEvent{Request: areq, Attempt: n + sent}})
 			launch(areq, n+sent, tk)
 			inflight++
 			sent++
@@ -341,19 +341,21 @@ type raceParams struct {
 	k              float64 // the Throttle's K
 	lat            *latencies
 	prep           *preparer
-	usable         func(*http.Response) bool
+	rules          *rules // the Transport's: a usable response is one they would not retry
+	keyed          bool   // the request carries an Idempotency-Key
+	tell           func(context.Context, *Event)
 }
 
 // observe reports one copy's outcome to the Breaker, the Throttle and the
 // latencies (a cancelled copy teaches nothing: the Breaker excludes it,
 // the Throttle skips it, and its time is not a latency).
-func (r *raceParams) observe(t *Transport, c *copyResult) {
+func (r *raceParams) observe(c *copyResult) {
 	sent := monoBase.Add(c.sent)
 	if r.circuit != nil {
 		r.circuit.report(c.ticket, c.sreq, c.resp, c.err, sent, clockNow)
 	}
 	if r.throttle != nil {
-		r.throttle.report(t, c.sreq, c.resp, c.err, sent, clockNow)
+		r.throttle.report(r.rules, c.sreq, c.resp, c.err, sent, clockNow)
 	}
 	if c.err == nil {
 		r.lat.record(c.took)
@@ -362,14 +364,14 @@ func (r *raceParams) observe(t *Transport, c *copyResult) {
 
 // drain reports the cancelled copies still in flight as they come back,
 // and closes their bodies.
-func (r *raceParams) drain(t *Transport, results chan copyResult, inflight int) {
+func (r *raceParams) drain(results chan copyResult, inflight int) {
 	if inflight == 0 {
 		return
 	}
 	go func() {
 		for range inflight {
 			c := <-results
-			r.observe(t, &c)
+			r.observe(&c)
 			c.close()
 		}
 	}()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"reflect"
-	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -59,107 +58,6 @@ type (
 	}
 )
 
-// EventKind says what an Event reports.
-type EventKind uint8
-
-const (
-	// EventRetry: an attempt failed retryably and a retry follows after
-	// Wait.
-	EventRetry EventKind = iota + 1
-	// EventGiveUp: an attempt failed retryably and no retry follows, for
-	// GiveUp; or the breaker refused an attempt.
-	EventGiveUp
-	// EventStacked: a layer above (or a Transport below) retries this
-	// request too; Signal names how the Transport knew.
-	EventStacked
-	// EventDone: the RoundTrip ended, with what its caller gets. Request
-	// is the caller's, Attempt the attempts sent, Response or Err the
-	// outcome (do not read the body) and GiveUp the reason no further
-	// attempt followed: ReasonNotRetryable for a success or a status not
-	// retried (see Outcome).
-	EventDone
-	// EventHedge: a hedge was sent (see Hedging): Request is its copy and
-	// Attempt its attempt number.
-	EventHedge
-	// EventHedgeWon: a hedge's response was the usable one, and the
-	// other copies were cancelled.
-	EventHedgeWon
-)
-
-func (k EventKind) String() string {
-	switch k {
-	case EventRetry:
-		return "retry"
-	case EventGiveUp:
-		return "give_up"
-	case EventStacked:
-		return "stacked"
-	case EventDone:
-		return "done"
-	case EventHedge:
-		return "hedge"
-	case EventHedgeWon:
-		return "hedge_won"
-	}
-	return "EventKind(" + strconv.Itoa(int(k)) + ")"
-}
-
-// Event is what a Hook is told. For EventRetry and EventGiveUp, its
-// RetryEvent is the one OnRetry receives; for EventStacked only Request
-// and Signal are set.
-type Event struct {
-	Kind EventKind
-	RetryEvent
-	// Signal is the signal label of retryhttp_stacked_retries_total, for
-	// EventStacked: "retryhttp", "idempotency_key", "operation",
-	// "amz_sdk_request", "stainless", "google".
-	Signal string
-}
-
-// AddHook adds h to the Transport's hooks, after those added before; a
-// hook already added (the same pointer, or an equal comparable value) is
-// not added again. It is safe to call while the
-// Transport is in use: RoundTrips that have begun finish with the hooks
-// they began with.
-func (t *Transport) AddHook(h Hook) {
-	if h == nil {
-		return
-	}
-	t.hookMu.Lock()
-	defer t.hookMu.Unlock()
-	old := t.hooks.Load()
-	var hs hookSet
-	if old != nil {
-		comparable := reflect.TypeOf(h).Comparable() // a func hook cannot be compared, nor found again
-		for _, x := range old.list {
-			if comparable && reflect.TypeOf(x) == reflect.TypeOf(h) && x == h {
-				return
-			}
-		}
-		hs.list = append(hs.list, old.list...)
-	}
-	hs.list = append(hs.list, h)
-	var rt http.RoundTripper = loop{t}
-	for i := len(hs.list) - 1; i >= 0; i-- {
-		if w, ok := hs.list[i].(roundTripWrapper); ok {
-			rt = w.WrapRoundTrip(rt)
-		}
-	}
-	hs.roundTrip = rt
-	t.hooks.Store(&hs)
-	if m, ok := h.(*Metrics); ok && t.Breaker != nil {
-		m.track(t.Breaker)
-	}
-}
-
-// Hooks returns the hooks added, in order.
-func (t *Transport) Hooks() []Hook {
-	if hs := t.hooks.Load(); hs != nil {
-		return append([]Hook(nil), hs.list...)
-	}
-	return nil
-}
-
 // hookSet is a Transport's hooks, immutable once stored.
 type hookSet struct {
 	list      []Hook
@@ -204,12 +102,6 @@ func (hs *hookSet) emit(ctx context.Context, e Event) {
 		h.OnEvent(ctx, e)
 	}
 }
-
-// loop is the Transport's own retry loop, innermost in the WrapRoundTrip
-// chain.
-type loop struct{ t *Transport }
-
-func (l loop) RoundTrip(r *http.Request) (*http.Response, error) { return l.t.roundTrip(r) }
 
 // hookState is what a Transport holds for its hooks.
 type hookState struct {

@@ -175,49 +175,6 @@ const (
 
 func (s stackedSignal) String() string { return stackedSignals[s].name }
 
-// upperRetry reports whether req is an upper layer's retry, and by which
-// signal; "" when it is not. key is the request's Idempotency-Key, if the
-// caller set or derived one (a random injected key never repeats).
-func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bool, now, window time.Duration) stackedSignal {
-	if c.attempt > 1 {
-		return stackedRetryhttp
-	}
-	h := req.Header
-	if len(h) == 0 {
-		return stackedNone
-	}
-	if v := field(h, "Amz-Sdk-Request"); v != "" {
-		if n, ok := fieldInt(v, "attempt="); ok && n > 1 {
-			return stackedAWS
-		}
-	}
-	if v := field(h, "X-Stainless-Retry-Count"); v != "" && v != "0" {
-		return stackedStainless
-	}
-	if v := field(h, "X-Goog-Api-Client"); v != "" {
-		if n, ok := fieldInt(v, "gccl-attempt-count/"); ok && n > 1 {
-			return stackedGoogle
-		}
-	}
-	if key != "" && t.seen.repeat(key, now, window) {
-		if derived {
-			return stackedOperation
-		}
-		return stackedKey
-	}
-	return stackedNone
-}
-
-// stacked counts an upper layer's retry, and warns once per Transport and
-// signal that two layers retry the same call. A retried operation is not
-// that: its handler ran again (the inbound client retried it) and made the
-// call anew; the call is sent once all the same, so that the operation's
-// retries and the Transport's do not multiply, and is counted, but it is
-// the design working, not a setting to fix.
-func (t *Transport) stacked(ctx context.Context, req *http.Request, signal stackedSignal) {
-	t.tell(ctx, &Event{Kind: EventStacked, RetryEvent: RetryEvent{Request: req}, Signal: signal.String()})
-}
-
 // stackedSignalNamed is the stackedSignal whose label is name.
 func stackedSignalNamed(name string) (stackedSignal, bool) {
 	for i, s := range stackedSignals {

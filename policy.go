@@ -169,3 +169,16 @@ func (p Policy) Backoff(n int, prev time.Duration, r float64) time.Duration {
 func (p Policy) backoff(n int, prev time.Duration, r float64) time.Duration {
 	return backoff.Delay(backoff.Jitter(p.Jitter), p.BaseDelay, p.MaxDelay, n, prev, r)
 }
+
+// resolvedPolicy is a Policy and the same with its defaults filled in.
+type resolvedPolicy struct{ src, p Policy }
+
+// retryAfterSpread is added to a Retry-After wait so that clients told the
+// same instant do not all return on the same millisecond: up to one
+// BaseDelay, none with NoJitter.
+func (p Policy) retryAfterSpread(r float64) time.Duration {
+	if p.Jitter == NoJitter {
+		return 0
+	}
+	return backoff.Scale(p.BaseDelay, r)
+}

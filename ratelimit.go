@@ -217,3 +217,5 @@ func seconds(s float64) time.Duration {
 	}
 	return time.Duration(s * float64(time.Second))
 }
+
+var defaultRetryHints = DefaultRetryHints()

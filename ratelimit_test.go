@@ -64,7 +64,7 @@ func TestRetryHints(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: tc.status, Header: tc.h}
-			got, ok := (&Transport{}).serverWait(resp, hintNow)
+			got, ok := ServerWait(resp, hintNow, nil)
 			assert.Equal(t, tc.ok, ok)
 			assert.Equal(t, tc.want, got)
 		})

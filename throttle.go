@@ -217,7 +217,7 @@ func (h *hostThrottle) allow(k float64, now time.Time, draw func() float64) erro
 // below 400 at sent, the time the attempt was sent, which the caller has
 // read already; anything else at now, the time it ended, read only then
 // (as the Breaker counts).
-func (h *hostThrottle) report(t *Transport, req *http.Request, resp *http.Response, err error, sent time.Time, now func() time.Time) {
+func (h *hostThrottle) report(r *rules, req *http.Request, resp *http.Response, err error, sent time.Time, now func() time.Time) {
 	switch {
 	case err != nil && req.Context().Err() != nil:
 		return // the caller gave up: nothing learnt of the host
@@ -227,28 +227,15 @@ func (h *hostThrottle) report(t *Transport, req *http.Request, resp *http.Respon
 		h.h.Count(true, sent)
 	default:
 		at := now()
-		h.h.Count(t.accepted(resp, at), at)
+		h.h.Count(r.accepted(resp, at), at)
 	}
 }
 
-// accepted reports whether a response shows the host took the attempt: not
-// a 5xx, not a 429, not another 4xx with a wait the Transport honours.
-func (t *Transport) accepted(resp *http.Response, now time.Time) bool {
-	switch code := resp.StatusCode; {
-	case code >= 500, code == http.StatusTooManyRequests:
-		return false
-	case code >= 400:
-		_, asked := t.serverWait(resp, now)
-		return !asked
-	}
-	return true
-}
-
-// throttleK is the Throttle's K, its default resolved.
-func (t *Transport) throttleK() float64 {
-	if t.Throttle == nil {
+// k is the Throttle's K, its default resolved; 0 for a nil Throttle.
+func (t *Throttle) k() float64 {
+	if t == nil {
 		return 0
 	}
-	t.Throttle.init()
-	return t.Throttle.settings.K
+	t.init()
+	return t.settings.K
 }

@@ -128,21 +128,22 @@ func TestThrottleHealthyAndRecovering(t *testing.T) {
 // not counted at all.
 func TestThrottleWhatCounts(t *testing.T) {
 	tr := &Transport{}
+	judge := tr.rules()
 	now := time.Now()
 	for code, want := range map[int]bool{200: true, 304: true, 404: true, 409: true, 429: false, 500: false, 503: false} {
-		assert.Equal(t, want, tr.accepted(&http.Response{StatusCode: code, Header: http.Header{}}, now), "%d", code)
+		assert.Equal(t, want, judge.accepted(&http.Response{StatusCode: code, Header: http.Header{}}, now), "%d", code)
 	}
 	limited := &http.Response{StatusCode: 403, Header: http.Header{"Retry-After": {"5"}}}
-	assert.False(t, tr.accepted(limited, now), "a 403 asking to wait is throttling")
+	assert.False(t, judge.accepted(limited, now), "a 403 asking to wait is throttling")
 
 	h := &hostThrottle{name: "x", h: throttle.New(time.Minute, 1)}
 	req := newReq(t, "GET", "", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	h.report(tr, req.WithContext(ctx), nil, context.Canceled, now, func() time.Time { return now })
+	h.report(&judge, req.WithContext(ctx), nil, context.Canceled, now, func() time.Time { return now })
 	assert.False(t, h.h.Rejecting(), "a cancellation is not counted")
 	assert.Equal(t, 0.0, h.h.Probability(1, now))
-	h.report(tr, req, nil, errReset, now, func() time.Time { return now })
+	h.report(&judge, req, nil, errReset, now, func() time.Time { return now })
 	assert.True(t, h.h.Rejecting(), "a network error is a rejection")
 	assert.InDelta(t, 0.5, h.h.Probability(1, now), 1e-9, "(1 − 0) / (1 + 1)")
 }

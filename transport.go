@@ -16,12 +16,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/backoff"
 	"github.com/retryhttp/retryhttp/internal/circuit"
 	"github.com/retryhttp/retryhttp/internal/opkey"
 	"github.com/retryhttp/retryhttp/internal/wire"
@@ -236,6 +235,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, err
 	}
+	judge := t.rules()
 	header := req.Header
 	hasKey := wire.HasKey(header)
 	injected := t.InjectIdempotencyKey && !hasKey && wire.Keyed(req.Method)
@@ -297,11 +297,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			closeRequestBody(req)
 			return nil, err
 		}
+		raceRules := judge // its own, so that judge stays on the stack
 		prep := &preparer{req: req, header: header, injected: injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
 		hedge = &raceParams{base: base, via: sendVia, attemptTimeout: p.AttemptTimeout, maxHedges: t.Hedge.maxHedges(),
 			maxAttempts: p.MaxAttempts, budget: budget, circuit: circuitOf, throttle: throttleOf,
-			k: t.throttleK(), lat: t.Hedge.latenciesOf(req.URL), prep: prep,
-			usable: func(resp *http.Response) bool { return !t.retryableStatus(resp.StatusCode, hasKey) }}
+			k: t.Throttle.k(), lat: t.Hedge.latenciesOf(req.URL), prep: prep, rules: &raceRules, keyed: hasKey, tell: t.tell}
 	}
 	for attempt := 1; ; attempt++ {
 		areq, reason, err := prepareAttempt(req, header, injected, body, attempt, t.AttemptHeader, t.BeforeAttempt)
@@ -336,7 +336,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if delay, ok := hedge.delayFor(t.Hedge); ok && attempt < p.MaxAttempts {
 			hedge.delay = delay
 			var sent int
-			areq, resp, err, sent = t.race(ctx, hedge, areq, attempt, ticket)
+			areq, resp, err, sent = hedge.race(ctx, areq, attempt, ticket)
 			attempt += sent - 1
 		} else {
 			sreq, sends := traceSends(base, areq, p.MaxAttempts-attempt+1)
@@ -353,7 +353,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 				circuitOf.report(ticket, areq, resp, err, attemptAt, clk.now)
 			}
 			if throttleOf != nil {
-				throttleOf.report(t, areq, resp, err, attemptAt, clk.now)
+				throttleOf.report(&judge, areq, resp, err, attemptAt, clk.now)
 			}
 			if hedge != nil && err == nil {
 				hedge.lat.record(mono() - sentAt)
@@ -370,7 +370,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			resp.Body = peek(resp.Body, t.PeekBody)
 		}
 
-		retry, stop, trigger := t.decide(areq, resp, err, sendable{
+		retry, stop, trigger := judge.decide(areq, resp, err, sendable{
 			again:       replayable && body.replayable,
 			unsentAgain: body.replayable,
 			keyed:       hasKey,
@@ -427,7 +427,7 @@ func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response
 	var asked time.Duration
 	var hasAsked bool
 	if resp != nil {
-		if asked, hasAsked = t.serverWait(resp, wall); hasAsked {
+		if asked, hasAsked = ServerWait(resp, wall, t.RetryHints); hasAsked {
 			wait = asked + p.retryAfterSpread(rand.Float64())
 		}
 	}
@@ -447,9 +447,6 @@ func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response
 	return wait, ReasonNone, now
 }
 
-// resolvedPolicy is a Policy and the same with its defaults filled in.
-type resolvedPolicy struct{ src, p Policy }
-
 // policy returns the Policy of a request, its defaults filled in: the
 // per-request override, or the Transport's own, resolved once for as long
 // as it does not change. The result may be shared: do not change it.
@@ -468,35 +465,6 @@ func (t *Transport) policy(override *Policy) (*Policy, error) {
 	return &p, err
 }
 
-// monoBase anchors mono.
-var monoBase = time.Now()
-
-// mono reads the monotonic clock alone: the time since the process
-// started. It costs one clock read where time.Now costs two (wall and
-// monotonic), and the retry loop measures only intervals.
-func mono() time.Duration { return time.Since(monoBase) }
-
-// clockNow is the time now as the Breaker, the Throttle and the hedging
-// latencies read it: monoBase moved on by mono, one monotonic clock read
-// where time.Now also reads the wall clock (80 ns of a 1 µs RoundTrip on
-// a virtual machine whose wall clock is slow to read). It compares with
-// time.Now's readings by their monotonic clocks, and its wall time drifts
-// only if the system clock is stepped.
-func clockNow() time.Time { return monoBase.Add(mono()) }
-
-// onceClock reads clockNow at most once, when first asked.
-type onceClock struct {
-	t    time.Time
-	read bool
-}
-
-func (c *onceClock) now() time.Time {
-	if !c.read {
-		c.t, c.read = clockNow(), true
-	}
-	return c.t
-}
-
 // retryBudget returns the Budget retries draw from: Budget, or the
 // Transport's own default. NoBudget allows every retry.
 func (t *Transport) retryBudget() *Budget {
@@ -504,46 +472,6 @@ func (t *Transport) retryBudget() *Budget {
 		return t.Budget
 	}
 	return &t.ownBudget
-}
-
-// sendable is what decide needs to know of a request besides its outcome.
-type sendable struct {
-	again       bool // it may be sent again after it may have reached the server: replayable, its body too
-	unsentAgain bool // its body can be sent again, for an attempt proven unsent
-	keyed       bool // it carries an Idempotency-Key: a 409 means "in flight"
-}
-
-// decide classifies one attempt's outcome. retry is true when another
-// attempt is both useful and safe; otherwise stop names the reason.
-func (t *Transport) decide(req *http.Request, resp *http.Response, err error, r sendable) (retry bool, stop Reason, trigger Trigger) {
-	safe, bodyOK, hasKey := r.again, r.unsentAgain, r.keyed
-	if err != nil && req.Context().Err() != nil {
-		return false, ReasonCanceled, ""
-	}
-	var d Decision
-	if t.ShouldRetry != nil {
-		d = t.ShouldRetry(req, resp, err)
-	}
-	if resp != nil {
-		if d == Defer && resp.StatusCode >= 400 {
-			d = serverSignal(resp)
-		}
-		if d == Stop || d == Defer && !t.retryableStatus(resp.StatusCode, hasKey) || !safe {
-			return false, ReasonNotRetryable, ""
-		}
-		if spent(resp, nil) {
-			return false, ReasonNotRetryable, statusTrigger(resp.StatusCode)
-		}
-		return true, ReasonNone, statusTrigger(resp.StatusCode)
-	}
-	transient, nothingSent, trigger := transientError(err)
-	if errors.Is(err, ErrAttemptTimeout) {
-		transient, trigger = true, TriggerTimeout
-	}
-	if d == Stop || d == Defer && !transient || !(safe || nothingSent && bodyOK) || spent(nil, err) {
-		return false, ReasonNotRetryable, trigger
-	}
-	return true, ReasonNone, trigger
 }
 
 // cannotSend ends a RoundTrip whose next attempt cannot be sent (the
@@ -581,138 +509,126 @@ func (t *Transport) finish(req *http.Request, resp *http.Response, err error, at
 	return resp, nil
 }
 
-// preparer holds what prepareAttempt needs, for the hedges of a request.
-type preparer struct {
-	req           *http.Request
-	header        http.Header
-	injected      bool
-	body          replayBody
-	attemptHeader string
-	before        func(*http.Request) error // Transport.BeforeAttempt
+// rules are the Transport's rules for judging an outcome, as its fields
+// say now.
+func (t *Transport) rules() rules {
+	return rules{statuses: t.RetryStatuses, shouldRetry: t.ShouldRetry, hints: t.RetryHints}
 }
 
-func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
-	return prepareAttempt(p.req, p.header, p.injected, p.body, n, p.attemptHeader, p.before)
-}
-
-// prepareAttempt returns attempt n's request, passed through before
-// (BeforeAttempt), or the reason it cannot be had: ReasonBody (the body
-// cannot be had again) or ReasonBeforeAttempt.
-func prepareAttempt(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string, before func(*http.Request) error) (*http.Request, Reason, error) {
-	areq, err := attemptRequest(req, header, injected, body, n, attemptHeader, before != nil)
-	if err != nil {
-		return nil, ReasonBody, err
+// event reports a retry decision (EventRetry or EventGiveUp) to the
+// built-in observers and the hooks.
+func (t *Transport) event(ctx context.Context, e RetryEvent) {
+	kind := EventRetry
+	if e.GiveUp != ReasonNone {
+		kind = EventGiveUp
 	}
-	if before != nil {
-		if err := before(areq); err != nil {
-			closeRequestBody(areq)
-			return nil, ReasonBeforeAttempt, err
+	t.tell(ctx, &Event{Kind: kind, RetryEvent: e})
+}
+
+// tell reports e to the built-in observers (the Metrics, Logger and
+// OnRetry fields, in that order), then to the hooks.
+func (t *Transport) tell(ctx context.Context, e *Event) {
+	t.Metrics.observe(e)
+	if e.Kind != EventDone || replayed(e.Response) { // of a RoundTrip's end, the logs tell only a replay
+		logEvent(ctx, orDefault(t.Logger), &t.stackWarned, *e)
+	}
+	if e.Kind != EventDone {
+		OnRetryHook(t.OnRetry).OnEvent(ctx, *e)
+	}
+	if hs := t.hooks.Load(); hs != nil {
+		hs.emit(ctx, *e)
+	}
+}
+
+// AddHook adds h to the Transport's hooks, after those added before; a
+// hook already added (the same pointer, or an equal comparable value) is
+// not added again. It is safe to call while the
+// Transport is in use: RoundTrips that have begun finish with the hooks
+// they began with.
+func (t *Transport) AddHook(h Hook) {
+	if h == nil {
+		return
+	}
+	t.hookMu.Lock()
+	defer t.hookMu.Unlock()
+	old := t.hooks.Load()
+	var hs hookSet
+	if old != nil {
+		comparable := reflect.TypeOf(h).Comparable() // a func hook cannot be compared, nor found again
+		for _, x := range old.list {
+			if comparable && reflect.TypeOf(x) == reflect.TypeOf(h) && x == h {
+				return
+			}
+		}
+		hs.list = append(hs.list, old.list...)
+	}
+	hs.list = append(hs.list, h)
+	var rt http.RoundTripper = loop{t}
+	for i := len(hs.list) - 1; i >= 0; i-- {
+		if w, ok := hs.list[i].(roundTripWrapper); ok {
+			rt = w.WrapRoundTrip(rt)
 		}
 	}
-	return areq, ReasonNone, nil
+	hs.roundTrip = rt
+	t.hooks.Store(&hs)
+	if m, ok := h.(*Metrics); ok && t.Breaker != nil {
+		m.track(t.Breaker)
+	}
 }
 
-// attemptRequest returns the request to send on attempt n: the caller's
-// own when nothing about it changes (the common first attempt, no
-// allocation), otherwise a shallow copy with this attempt's header and
-// body. A retry's copy carries its attempt number in its context, for the
-// layers below (see AttemptFromContext), and in attemptHeader if set.
-// ownHeader asks for a copy with a header of its own, for BeforeAttempt.
-func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string, ownHeader bool) (*http.Request, error) {
-	if n == 1 && body.buf == nil && !injected && attemptHeader == "" && !ownHeader {
-		return req, nil
+// Hooks returns the hooks added, in order.
+func (t *Transport) Hooks() []Hook {
+	if hs := t.hooks.Load(); hs != nil {
+		return append([]Hook(nil), hs.list...)
 	}
-	rc, getBody, err := body.forAttempt(n)
-	if err != nil {
-		return nil, err
+	return nil
+}
+
+// loop is the Transport's own retry loop, innermost in the WrapRoundTrip
+// chain.
+type loop struct{ t *Transport }
+
+func (l loop) RoundTrip(r *http.Request) (*http.Response, error) { return l.t.roundTrip(r) }
+
+// upperRetry reports whether req is an upper layer's retry, and by which
+// signal; "" when it is not. key is the request's Idempotency-Key, if the
+// caller set or derived one (a random injected key never repeats).
+func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bool, now, window time.Duration) stackedSignal {
+	if c.attempt > 1 {
+		return stackedRetryhttp
 	}
-	var r *http.Request
-	if n > 1 {
-		r = req.WithContext(withAttempt(req.Context(), n))
-	} else {
-		r = new(http.Request)
-		*r = *req
+	h := req.Header
+	if len(h) == 0 {
+		return stackedNone
 	}
-	if attemptHeader != "" || ownHeader {
-		header = header.Clone()
-		if header == nil {
-			header = make(http.Header, 1)
+	if v := field(h, "Amz-Sdk-Request"); v != "" {
+		if n, ok := fieldInt(v, "attempt="); ok && n > 1 {
+			return stackedAWS
 		}
 	}
-	if attemptHeader != "" {
-		header.Set(attemptHeader, strconv.Itoa(n))
+	if v := field(h, "X-Stainless-Retry-Count"); v != "" && v != "0" {
+		return stackedStainless
 	}
-	r.Header = header
-	r.Body = rc
-	r.GetBody = getBody
-	return r, nil
-}
-
-// serverWait is how long the server asked the client to wait: see
-// ServerWait.
-func (t *Transport) serverWait(resp *http.Response, now time.Time) (time.Duration, bool) {
-	return ServerWait(resp, now, t.RetryHints)
-}
-
-var defaultRetryHints = DefaultRetryHints()
-
-// send makes one attempt. With a timeout, the attempt's context is
-// cancelled if headers have not arrived in time, and released when the
-// caller closes the response body.
-func send(base http.RoundTripper, req *http.Request, timeout time.Duration) (*http.Response, error) {
-	if timeout <= 0 {
-		return base.RoundTrip(req)
-	}
-	ctx, cancel := context.WithCancelCause(req.Context())
-	timer := time.AfterFunc(timeout, func() { cancel(ErrAttemptTimeout) })
-	resp, err := base.RoundTrip(req.WithContext(ctx))
-	if !timer.Stop() {
-		// The timer fired: even if headers made it, the body is cancelled.
-		if resp != nil {
-			discard(resp)
+	if v := field(h, "X-Goog-Api-Client"); v != "" {
+		if n, ok := fieldInt(v, "gccl-attempt-count/"); ok && n > 1 {
+			return stackedGoogle
 		}
-		cancel(nil)
-		return nil, ErrAttemptTimeout
 	}
-	if err != nil {
-		cancel(nil)
-		return nil, err
+	if key != "" && t.seen.repeat(key, now, window) {
+		if derived {
+			return stackedOperation
+		}
+		return stackedKey
 	}
-	resp.Body = wrapCancel(resp.Body, cancel)
-	return resp, nil
+	return stackedNone
 }
 
-// retryAfterSpread is added to a Retry-After wait so that clients told the
-// same instant do not all return on the same millisecond: up to one
-// BaseDelay, none with NoJitter.
-func (p Policy) retryAfterSpread(r float64) time.Duration {
-	if p.Jitter == NoJitter {
-		return 0
-	}
-	return backoff.Scale(p.BaseDelay, r)
-}
-
-// sleep waits d or until ctx is done, whichever comes first, and then
-// returns context.Cause(ctx). A context that can never be done (no
-// deadline, no cancel: context.Background's) waits in time.Sleep, on the
-// goroutine's own timer, with nothing to allocate. Otherwise the timer is
-// new each time: a pooled one would cross synctest bubbles, in the tests
-// of the programs that use the Transport, and those fail at once on a
-// timer from another bubble.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return context.Cause(ctx)
-	}
-	if ctx.Done() == nil {
-		time.Sleep(d)
-		return nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-timer.C:
-		return nil
-	}
+// stacked counts an upper layer's retry, and warns once per Transport and
+// signal that two layers retry the same call. A retried operation is not
+// that: its handler ran again (the inbound client retried it) and made the
+// call anew; the call is sent once all the same, so that the operation's
+// retries and the Transport's do not multiply, and is counted, but it is
+// the design working, not a setting to fix.
+func (t *Transport) stacked(ctx context.Context, req *http.Request, signal stackedSignal) {
+	t.tell(ctx, &Event{Kind: EventStacked, RetryEvent: RetryEvent{Request: req}, Signal: signal.String()})
 }
