@@ -239,3 +239,81 @@ func keyOf(h http.Header) string {
 	k, _ := wire.Key(h)
 	return k
 }
+
+// upperRetry reports whether req is an upper layer's retry by what it
+// carries, and by which signal: the attempt of a Transport above, or an
+// SDK's retry header; stackedNone when it carries none (see
+// keying.sentAgain for a key sent again).
+func upperRetry(req *http.Request, c call) stackedSignal {
+	if c.attempt > 1 {
+		return stackedRetryhttp
+	}
+	h := req.Header
+	if len(h) == 0 {
+		return stackedNone
+	}
+	if v := field(h, "Amz-Sdk-Request"); v != "" {
+		if n, ok := fieldInt(v, "attempt="); ok && n > 1 {
+			return stackedAWS
+		}
+	}
+	if v := field(h, "X-Stainless-Retry-Count"); v != "" && v != "0" {
+		return stackedStainless
+	}
+	if v := field(h, "X-Goog-Api-Client"); v != "" {
+		if n, ok := fieldInt(v, "gccl-attempt-count/"); ok && n > 1 {
+			return stackedGoogle
+		}
+	}
+	return stackedNone
+}
+
+// sentAgain records k's key as sent at now (a mono reading) in seen, and
+// reports whether it was sent within window before, an upper layer's
+// retry: stackedKey for the caller's key, stackedOperation for one derived
+// from a retried operation. A random injected key never repeats, and is
+// not recorded.
+func (k *keying) sentAgain(seen *recentKeys, now, window time.Duration) stackedSignal {
+	if k.stableKey == "" || !seen.repeat(k.stableKey, now, window) {
+		return stackedNone
+	}
+	if k.derived {
+		return stackedOperation
+	}
+	return stackedKey
+}
+
+// keying is how one RoundTrip keys its request: the header every attempt
+// sends, and whether it carries a key, an injected one, or one that is the
+// same on every run of the call (the caller's, or derived from the
+// operation).
+type keying struct {
+	header    http.Header
+	keyed     bool   // the header carries an Idempotency-Key
+	injected  bool   // the Transport added it (InjectIdempotencyKey)
+	stableKey string // the key when it is the same on every run of the call
+	derived   bool   // stableKey was derived from the context's operation
+}
+
+// keyRequest keys req: its own key, or, with inject and a method that
+// needs one, a key derived from the context's operation or a fresh random
+// one. The caller's header is never written to.
+func keyRequest(ctx context.Context, req *http.Request, inject bool) keying {
+	k := keying{header: req.Header, keyed: wire.HasKey(req.Header)}
+	k.injected = inject && !k.keyed && wire.Keyed(req.Method)
+	switch {
+	case k.injected:
+		var key string
+		if op := opkey.From(ctx); op != nil {
+			key = derivedKey(ctx, op, req)
+			k.stableKey, k.derived = key, true
+		} else {
+			key = newIdempotencyKey()
+		}
+		k.header = withIdempotencyKey(k.header, key)
+		k.keyed = true
+	case k.keyed:
+		k.stableKey = keyOf(k.header)
+	}
+	return k
+}
