@@ -127,8 +127,7 @@ func TestThrottleHealthyAndRecovering(t *testing.T) {
 // a 4xx with Retry-After, or a network error. A caller's cancellation is
 // not counted at all.
 func TestThrottleWhatCounts(t *testing.T) {
-	tr := &Transport{}
-	judge := tr.rules()
+	var judge rules // a zero Transport's: the default statuses and hints
 	now := time.Now()
 	for code, want := range map[int]bool{200: true, 304: true, 404: true, 409: true, 429: false, 500: false, 503: false} {
 		assert.Equal(t, want, judge.accepted(&http.Response{StatusCode: code, Header: http.Header{}}, now), "%d", code)

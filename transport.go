@@ -284,10 +284,14 @@ func (t *Transport) begin(x *exchange, req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	*x = exchange{t: t, req: req, ctx: ctx, p: p, keyed: keys.keyed, replayable: keys.keyed || wire.Idempotent(req.Method),
-		prep:   preparer{req: req, header: keys.header, injected: keys.injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt},
-		base:   t.baseTransport(),
-		budget: t.retryBudget(), brakes: t.brakesFor(req.URL), start: start, lastRead: start}
+	// Field by field: x is zero, and a composite literal would be built
+	// and then copied, on every RoundTrip.
+	x.t, x.req, x.ctx, x.p = t, req, ctx, p
+	x.keyed, x.replayable = keys.keyed, keys.keyed || wire.Idempotent(req.Method)
+	x.prep.req, x.prep.header, x.prep.injected, x.prep.body = req, keys.header, keys.injected, body
+	x.prep.attemptHeader, x.prep.before = t.AttemptHeader, t.BeforeAttempt
+	x.base, x.budget, x.start, x.lastRead = t.baseTransport(), t.retryBudget(), start, start
+	t.setBrakes(&x.brakes, req.URL)
 	x.via = x.base // base, or the hooks' WrapAttempt chain around it
 	if hs := t.hooks.Load(); hs != nil {
 		x.via = hs.attempt(x.base)
@@ -512,11 +516,11 @@ func (x *exchange) finish(resp *http.Response, err error, attempts int, reason R
 	return resp, nil
 }
 
-// brakesFor returns the brakes of u's host: its throttle counts and its
-// circuit, looked up once per RoundTrip, and the rules that judge what
-// they are told.
-func (t *Transport) brakesFor(u *url.URL) brakes {
-	b := brakes{rules: t.rules()}
+// setBrakes sets b, zero, to the brakes of u's host: its throttle counts
+// and its circuit, looked up once per RoundTrip, and the rules that judge
+// what they are told.
+func (t *Transport) setBrakes(b *brakes, u *url.URL) {
+	b.rules.statuses, b.rules.shouldRetry, b.rules.hints = t.RetryStatuses, t.ShouldRetry, t.RetryHints
 	if t.Breaker != nil {
 		b.circuit = t.Breaker.lookup(u, &t.lastCircuit)
 		t.trackOnce.Do(t.trackBreaker)
@@ -525,13 +529,6 @@ func (t *Transport) brakesFor(u *url.URL) brakes {
 		b.throttle = t.Throttle.lookup(u, &t.lastThrottle)
 		b.k = t.Throttle.settings.K
 	}
-	return b
-}
-
-// rules are the Transport's rules for judging an outcome, as its fields
-// say now.
-func (t *Transport) rules() rules {
-	return rules{statuses: t.RetryStatuses, shouldRetry: t.ShouldRetry, hints: t.RetryHints}
 }
 
 // event reports a retry decision (EventRetry or EventGiveUp) to the
