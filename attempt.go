@@ -7,9 +7,7 @@ import (
 	"time"
 )
 
-// preparer makes each attempt's request of one RoundTrip: the caller's
-// request, the header every attempt sends (with its key), its replayable
-// body, and the Transport's AttemptHeader and BeforeAttempt.
+// preparer holds what prepareAttempt needs, for the hedges of a request.
 type preparer struct {
 	req           *http.Request
 	header        http.Header
@@ -19,16 +17,20 @@ type preparer struct {
 	before        func(*http.Request) error // Transport.BeforeAttempt
 }
 
-// prepare returns attempt n's request, passed through BeforeAttempt, or
-// the reason it cannot be had: ReasonBody (the body cannot be had again)
-// or ReasonBeforeAttempt.
 func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
-	areq, err := p.request(n)
+	return prepareAttempt(p.req, p.header, p.injected, p.body, n, p.attemptHeader, p.before)
+}
+
+// prepareAttempt returns attempt n's request, passed through before
+// (BeforeAttempt), or the reason it cannot be had: ReasonBody (the body
+// cannot be had again) or ReasonBeforeAttempt.
+func prepareAttempt(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string, before func(*http.Request) error) (*http.Request, Reason, error) {
+	areq, err := attemptRequest(req, header, injected, body, n, attemptHeader, before != nil)
 	if err != nil {
 		return nil, ReasonBody, err
 	}
-	if p.before != nil {
-		if err := p.before(areq); err != nil {
+	if before != nil {
+		if err := before(areq); err != nil {
 			closeRequestBody(areq)
 			return nil, ReasonBeforeAttempt, err
 		}
@@ -36,37 +38,35 @@ func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
 	return areq, ReasonNone, nil
 }
 
-// request returns the request to send on attempt n: the caller's own when
-// nothing about it changes (the common first attempt, no allocation),
-// otherwise a shallow copy with this attempt's header and body. A retry's
-// copy carries its attempt number in its context, for the layers below
-// (see AttemptFromContext), and in the attempt header if set; with
-// BeforeAttempt, every copy has a header of its own, for it to change.
-func (p *preparer) request(n int) (*http.Request, error) {
-	ownHeader := p.before != nil
-	if n == 1 && p.body.buf == nil && !p.injected && p.attemptHeader == "" && !ownHeader {
-		return p.req, nil
+// attemptRequest returns the request to send on attempt n: the caller's
+// own when nothing about it changes (the common first attempt, no
+// allocation), otherwise a shallow copy with this attempt's header and
+// body. A retry's copy carries its attempt number in its context, for the
+// layers below (see AttemptFromContext), and in attemptHeader if set.
+// ownHeader asks for a copy with a header of its own, for BeforeAttempt.
+func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string, ownHeader bool) (*http.Request, error) {
+	if n == 1 && body.buf == nil && !injected && attemptHeader == "" && !ownHeader {
+		return req, nil
 	}
-	rc, getBody, err := p.body.forAttempt(n)
+	rc, getBody, err := body.forAttempt(n)
 	if err != nil {
 		return nil, err
 	}
 	var r *http.Request
 	if n > 1 {
-		r = p.req.WithContext(withAttempt(p.req.Context(), n))
+		r = req.WithContext(withAttempt(req.Context(), n))
 	} else {
 		r = new(http.Request)
-		*r = *p.req
+		*r = *req
 	}
-	header := p.header
-	if p.attemptHeader != "" || ownHeader {
+	if attemptHeader != "" || ownHeader {
 		header = header.Clone()
 		if header == nil {
 			header = make(http.Header, 1)
 		}
 	}
-	if p.attemptHeader != "" {
-		header.Set(p.attemptHeader, strconv.Itoa(n))
+	if attemptHeader != "" {
+		header.Set(attemptHeader, strconv.Itoa(n))
 	}
 	r.Header = header
 	r.Body = rc

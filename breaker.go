@@ -340,12 +340,12 @@ func (hc *hostCircuit) allow() (circuit.Ticket, error) {
 // only then. A success that took longer than the window is no longer
 // counted, which can only lower the ratio's denominator by the slowest
 // calls; a failure, a timeout above all, always counts.
-func (hc *hostCircuit) report(tk circuit.Ticket, o outcome, sent time.Time, now func() time.Time) {
-	b := breakerOutcome(o.req, o.resp, o.err)
-	if b == circuit.Success {
+func (hc *hostCircuit) report(tk circuit.Ticket, req *http.Request, resp *http.Response, err error, sent time.Time, now func() time.Time) {
+	o := breakerOutcome(req, resp, err)
+	if o == circuit.Success {
 		now = func() time.Time { return sent }
 	}
-	hc.c.Report(tk, b, now)
+	hc.c.Report(tk, o, now)
 }
 
 // isOpen reports whether the circuit is open at now: no attempt would be

@@ -305,11 +305,3 @@ func (r *rules) accepted(resp *http.Response, now time.Time) bool {
 	}
 	return true
 }
-
-// outcome is what one attempt came back with: a response or an error,
-// to the request as sent.
-type outcome struct {
-	req  *http.Request
-	resp *http.Response
-	err  error
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -268,7 +269,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 		case c := <-results:
 			inflight--
 			r.observe(&c)
-			if c.err == nil && !r.brakes.rules.retryableStatus(c.resp.StatusCode, r.keyed) {
+			if c.err == nil && !r.rules.retryableStatus(c.resp.StatusCode, r.keyed) {
 				if c.n != n {
 					r.tell(ctx, &Event{Kind: EventHedgeWon, RetryEvent: RetryEvent{Request: c.req, Attempt: c.n}})
 				}
@@ -304,10 +305,18 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 			if err != nil {
 				continue // the copy cannot be made (GetBody, BeforeAttempt): the others run on
 			}
-			tk, refused, _ := r.brakes.admit(clockNow())
-			if refused != ReasonNone {
-				closeRequestBody(areq)
-				continue
+			if r.throttle != nil {
+				if err := r.throttle.allow(r.k, clockNow(), rand.Float64); err != nil {
+					closeRequestBody(areq)
+					continue
+				}
+			}
+			var tk circuit.Ticket
+			if r.circuit != nil {
+				if tk, err = r.circuit.allow(); err != nil {
+					closeRequestBody(areq)
+					continue
+				}
 			}
 			r.tell(ctx, &Event{Kind: EventHedge, RetryEvent: RetryEvent{Request: areq, Attempt: n + sent}})
 			launch(areq, n+sent, tk)
@@ -327,10 +336,13 @@ type raceParams struct {
 	maxHedges      int
 	maxAttempts    int
 	budget         *Budget
-	brakes         brakes // the host's, as the loop asks them, with rules of the race's own
+	circuit        *hostCircuit
+	throttle       *hostThrottle
+	k              float64 // the Throttle's K
 	lat            *latencies
 	prep           *preparer
-	keyed          bool // the request carries an Idempotency-Key
+	rules          *rules // the Transport's: a usable response is one they would not retry
+	keyed          bool   // the request carries an Idempotency-Key
 	tell           func(context.Context, *Event)
 }
 
@@ -338,7 +350,13 @@ type raceParams struct {
 // latencies (a cancelled copy teaches nothing: the Breaker excludes it,
 // the Throttle skips it, and its time is not a latency).
 func (r *raceParams) observe(c *copyResult) {
-	r.brakes.report(c.ticket, outcome{c.sreq, c.resp, c.err}, monoBase.Add(c.sent), clockNow)
+	sent := monoBase.Add(c.sent)
+	if r.circuit != nil {
+		r.circuit.report(c.ticket, c.sreq, c.resp, c.err, sent, clockNow)
+	}
+	if r.throttle != nil {
+		r.throttle.report(r.rules, c.sreq, c.resp, c.err, sent, clockNow)
+	}
 	if c.err == nil {
 		r.lat.record(c.took)
 	}

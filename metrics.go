@@ -328,13 +328,10 @@ func (m *Metrics) retry(u *url.URL, trigger Trigger, wait time.Duration) {
 	m.backoff.Observe(wait.Seconds())
 }
 
-// request counts a RoundTrip's end, EventDone e: the request with its
-// outcome, and its attempts.
-func (m *Metrics) request(e *Event) {
+func (m *Metrics) request(req *http.Request, resp *http.Response, err error, reason Reason, attempts int) {
 	if m == nil {
 		return
 	}
-	req, resp, err, reason, attempts := e.Request, e.Response, e.Err, e.GiveUp, e.Attempt
 	i, j := methodIndex(req.Method), outcomeIndex(resp, err, reason)
 	sh := m.shared.hot.shard()
 	// The request's attempts are counted with it, when it ends: one shard

@@ -28,7 +28,7 @@ func (m *Metrics) observe(e *Event) {
 	case EventRetry:
 		m.retry(e.Request.URL, e.Trigger, e.Wait)
 	case EventDone:
-		m.request(e)
+		m.request(e.Request, e.Response, e.Err, e.GiveUp, e.Attempt)
 		if replayed(e.Response) {
 			m.replayed.Inc()
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -216,16 +217,25 @@ func (h *hostThrottle) allow(k float64, now time.Time, draw func() float64) erro
 // below 400 at sent, the time the attempt was sent, which the caller has
 // read already; anything else at now, the time it ended, read only then
 // (as the Breaker counts).
-func (h *hostThrottle) report(r *rules, o outcome, sent time.Time, now func() time.Time) {
+func (h *hostThrottle) report(r *rules, req *http.Request, resp *http.Response, err error, sent time.Time, now func() time.Time) {
 	switch {
-	case o.err != nil && o.req.Context().Err() != nil:
+	case err != nil && req.Context().Err() != nil:
 		return // the caller gave up: nothing learnt of the host
-	case o.err != nil:
+	case err != nil:
 		h.h.Count(false, now())
-	case o.resp.StatusCode < 400:
+	case resp.StatusCode < 400:
 		h.h.Count(true, sent)
 	default:
 		at := now()
-		h.h.Count(r.accepted(o.resp, at), at)
+		h.h.Count(r.accepted(resp, at), at)
 	}
+}
+
+// k is the Throttle's K, its default resolved; 0 for a nil Throttle.
+func (t *Throttle) k() float64 {
+	if t == nil {
+		return 0
+	}
+	t.init()
+	return t.settings.K
 }

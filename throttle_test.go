@@ -127,7 +127,8 @@ func TestThrottleHealthyAndRecovering(t *testing.T) {
 // a 4xx with Retry-After, or a network error. A caller's cancellation is
 // not counted at all.
 func TestThrottleWhatCounts(t *testing.T) {
-	var judge rules // a zero Transport's: the default statuses and hints
+	tr := &Transport{}
+	judge := tr.rules()
 	now := time.Now()
 	for code, want := range map[int]bool{200: true, 304: true, 404: true, 409: true, 429: false, 500: false, 503: false} {
 		assert.Equal(t, want, judge.accepted(&http.Response{StatusCode: code, Header: http.Header{}}, now), "%d", code)
@@ -139,10 +140,10 @@ func TestThrottleWhatCounts(t *testing.T) {
 	req := newReq(t, "GET", "", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	h.report(&judge, outcome{req.WithContext(ctx), nil, context.Canceled}, now, func() time.Time { return now })
+	h.report(&judge, req.WithContext(ctx), nil, context.Canceled, now, func() time.Time { return now })
 	assert.False(t, h.h.Rejecting(), "a cancellation is not counted")
 	assert.Equal(t, 0.0, h.h.Probability(1, now))
-	h.report(&judge, outcome{req, nil, errReset}, now, func() time.Time { return now })
+	h.report(&judge, req, nil, errReset, now, func() time.Time { return now })
 	assert.True(t, h.h.Rejecting(), "a network error is a rejection")
 	assert.InDelta(t, 0.5, h.h.Probability(1, now), 1e-9, "(1 − 0) / (1 + 1)")
 }

@@ -16,13 +16,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/circuit"
+	"github.com/retryhttp/retryhttp/internal/opkey"
 	"github.com/retryhttp/retryhttp/internal/wire"
 )
 
@@ -224,197 +224,193 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // roundTrip is RoundTrip inside the hooks' wrappers.
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	var x exchange
-	if err := t.begin(&x, req); err != nil {
-		closeRequestBody(req)
-		return nil, err
-	}
-	return x.run()
-}
-
-// exchange is one RoundTrip: what its attempts share, and the state the
-// attempt loop carries from one to the next.
-type exchange struct {
-	t          *Transport
-	req        *http.Request // the caller's
-	ctx        context.Context
-	p          *Policy // shared: copy before changing it
-	prep       preparer
-	keyed      bool // the request carries an Idempotency-Key
-	replayable bool // its method or its key makes it safe to send again
-	base, via  http.RoundTripper
-	budget     *Budget
-	brakes     brakes
-	hedge      *raceParams // set when this request may be hedged
-	start      time.Duration
-
-	last     *http.Response // a response kept across a wait, returned if no attempt follows
-	lastRead time.Duration  // the latest clock reading, close enough for the brakes' windows
-	prev     time.Duration  // the previous backoff wait, for DecorrelatedJitter
-}
-
-// begin sets x up for req: its Policy, its key, whether an upper layer
-// retries it, its body, its brakes and its hedging. An error means nothing
-// was sent; the caller closes the request's body.
-func (t *Transport) begin(x *exchange, req *http.Request) error {
 	if req.URL == nil {
-		return errors.New("retryhttp: nil Request.URL")
+		closeRequestBody(req)
+		return nil, errors.New("retryhttp: nil Request.URL")
 	}
 	ctx := req.Context()
 	c := callFrom(ctx)
-	p, err := t.policy(c.policy)
+	p, err := t.policy(c.policy) // shared: copy before changing it
 	if err != nil {
-		return err
+		closeRequestBody(req)
+		return nil, err
 	}
-	keys := keyRequest(ctx, req, t.InjectIdempotencyKey)
+	judge := t.rules()
+	header := req.Header
+	hasKey := wire.HasKey(header)
+	injected := t.InjectIdempotencyKey && !hasKey && wire.Keyed(req.Method)
+	var stableKey string // a key that is the same on every run of the call: the caller's, or derived
+	derived := false
+	switch {
+	case injected:
+		var key string
+		if op := opkey.From(ctx); op != nil {
+			key = derivedKey(ctx, op, req)
+			stableKey, derived = key, true
+		} else {
+			key = newIdempotencyKey()
+		}
+		header = withIdempotencyKey(header, key)
+		hasKey = true
+	case hasKey:
+		stableKey = keyOf(header)
+	}
 	start := mono()
 	if p.MaxAttempts > 1 { // a Transport that sends once stacks on nothing
-		signal := upperRetry(req, c)
-		if signal == stackedNone {
-			signal = keys.sentAgain(&t.seen, start, p.MaxElapsed)
-		}
-		if signal != stackedNone {
+		if signal := t.upperRetry(req, c, stableKey, derived, start, p.MaxElapsed); signal != stackedNone {
 			once := *p
 			once.MaxAttempts = 1 // the layer above retries: send this once
 			p = &once
 			t.stacked(ctx, req, signal)
 		}
 	}
+	replayable := hasKey || wire.Idempotent(req.Method)
 	body, err := newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1)
 	if err != nil {
-		return err
+		closeRequestBody(req)
+		return nil, err
 	}
-	// Field by field: x is zero, and a composite literal would be built
-	// and then copied, on every RoundTrip.
-	x.t, x.req, x.ctx, x.p = t, req, ctx, p
-	x.keyed, x.replayable = keys.keyed, keys.keyed || wire.Idempotent(req.Method)
-	x.prep.req, x.prep.header, x.prep.injected, x.prep.body = req, keys.header, keys.injected, body
-	x.prep.attemptHeader, x.prep.before = t.AttemptHeader, t.BeforeAttempt
-	x.base, x.budget, x.start, x.lastRead = t.baseTransport(), t.retryBudget(), start, start
-	t.setBrakes(&x.brakes, req.URL)
-	x.via = x.base // base, or the hooks' WrapAttempt chain around it
+	base := t.baseTransport()
+	sendVia := base // base, or the hooks' WrapAttempt chain around it
 	if hs := t.hooks.Load(); hs != nil {
-		x.via = hs.attempt(x.base)
+		sendVia = hs.attempt(base)
 	}
-	x.budget.deposit(start)
-	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, keys.keyed, body.replayable) {
-		if err := t.Hedge.Validate(); err != nil {
-			return err
-		}
-		prep := x.prep
-		x.hedge = &raceParams{base: x.base, via: x.via, attemptTimeout: p.AttemptTimeout, maxHedges: t.Hedge.maxHedges(),
-			maxAttempts: p.MaxAttempts, budget: x.budget, brakes: x.brakes,
-			lat: t.Hedge.latenciesOf(req.URL), prep: &prep, keyed: keys.keyed, tell: t.tell}
+	budget := t.retryBudget()
+	var circuitOf *hostCircuit // the host's circuit, looked up once per RoundTrip
+	if t.Breaker != nil {
+		circuitOf = t.Breaker.lookup(req.URL, &t.lastCircuit)
+		t.trackOnce.Do(t.trackBreaker)
 	}
-	return nil
-}
 
-// run is the attempt loop: each attempt prepared, asked of the brakes,
-// sent (or raced, when hedged), judged; after a retryable failure, the
-// wait the Policy and the server decide, asked of the Budget last.
-func (x *exchange) run() (*http.Response, error) {
-	t := x.t
+	var throttleOf *hostThrottle // the host's throttle counts, looked up once per RoundTrip
+	if t.Throttle != nil {
+		throttleOf = t.Throttle.lookup(req.URL, &t.lastThrottle)
+	}
+
+	budget.deposit(start)
+	lastRead := start       // the latest clock reading, close enough for the Throttle's window
+	var last *http.Response // a response kept across a wait, returned if no attempt follows
+	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
+	var hedge *raceParams   // set when this request may be hedged
+	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, hasKey, body.replayable) {
+		if err := t.Hedge.Validate(); err != nil {
+			closeRequestBody(req)
+			return nil, err
+		}
+		raceRules := judge // its own, so that judge stays on the stack
+		prep := &preparer{req: req, header: header, injected: injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
+		hedge = &raceParams{base: base, via: sendVia, attemptTimeout: p.AttemptTimeout, maxHedges: t.Hedge.maxHedges(),
+			maxAttempts: p.MaxAttempts, budget: budget, circuit: circuitOf, throttle: throttleOf,
+			k: t.Throttle.k(), lat: t.Hedge.latenciesOf(req.URL), prep: prep, rules: &raceRules, keyed: hasKey, tell: t.tell}
+	}
 	for attempt := 1; ; attempt++ {
-		areq, reason, err := x.prep.prepare(attempt)
+		areq, reason, err := prepareAttempt(req, header, injected, body, attempt, t.AttemptHeader, t.BeforeAttempt)
 		switch reason {
 		case ReasonBody:
-			return x.cannotSend(x.req, err, attempt-1, ReasonBody)
+			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody, p)
 		case ReasonBeforeAttempt:
-			x.drop()
-			return x.finish(nil, err, attempt-1, ReasonBeforeAttempt)
+			if last != nil {
+				discard(last)
+			}
+			return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
 		}
-		attemptAt := monoBase.Add(x.lastRead) // this attempt's send time, near enough for the windows
-		ticket, refused, err := x.brakes.admit(attemptAt)
-		if refused != ReasonNone {
-			closeRequestBody(areq)
-			return x.cannotSend(areq, err, attempt-1, refused)
+		attemptAt := monoBase.Add(lastRead) // this attempt's send time, near enough for the windows
+		if throttleOf != nil {
+			if err := throttleOf.allow(t.Throttle.settings.K, attemptAt, rand.Float64); err != nil {
+				closeRequestBody(areq)
+				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonThrottled, p)
+			}
 		}
-		x.drop()
+		var ticket circuit.Ticket
+		if circuitOf != nil {
+			if ticket, err = circuitOf.allow(); err != nil {
+				closeRequestBody(areq)
+				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonCircuitOpen, p)
+			}
+		}
+		if last != nil {
+			discard(last)
+			last = nil
+		}
 		var resp *http.Response
-		if delay, ok := x.hedge.delayFor(t.Hedge); ok && attempt < x.p.MaxAttempts {
-			x.hedge.delay = delay
+		if delay, ok := hedge.delayFor(t.Hedge); ok && attempt < p.MaxAttempts {
+			hedge.delay = delay
 			var sent int
-			areq, resp, err, sent = x.hedge.race(x.ctx, areq, attempt, ticket)
+			areq, resp, err, sent = hedge.race(ctx, areq, attempt, ticket)
 			attempt += sent - 1
 		} else {
-			resp, err, attempt = x.send(areq, attempt, ticket, attemptAt)
+			sreq, sends := traceSends(base, areq, p.MaxAttempts-attempt+1)
+			var sentAt time.Duration
+			if hedge != nil { // learning the host's latencies
+				sentAt = mono()
+			}
+			resp, err = send(sendVia, sreq, p.AttemptTimeout)
+			// The Breaker and the Throttle count a success at its send time
+			// (no clock read on the healthy path) and anything else at its
+			// end, one reading shared.
+			var clk onceClock
+			if circuitOf != nil {
+				circuitOf.report(ticket, areq, resp, err, attemptAt, clk.now)
+			}
+			if throttleOf != nil {
+				throttleOf.report(&judge, areq, resp, err, attemptAt, clk.now)
+			}
+			if hedge != nil && err == nil {
+				hedge.lat.record(mono() - sentAt)
+			}
+			if sends != nil {
+				// net/http resent the request itself: each resend is an attempt.
+				for range sends.extra() {
+					attempt++
+					budget.withdraw(mono())
+				}
+			}
 		}
 		if resp != nil && t.PeekBody > 0 && resp.StatusCode >= 400 {
 			resp.Body = peek(resp.Body, t.PeekBody)
 		}
 
-		retry, stop, trigger := x.brakes.rules.decide(areq, resp, err, sendable{
-			again:       x.replayable && x.prep.body.replayable,
-			unsentAgain: x.prep.body.replayable,
-			keyed:       x.keyed,
+		retry, stop, trigger := judge.decide(areq, resp, err, sendable{
+			again:       replayable && body.replayable,
+			unsentAgain: body.replayable,
+			keyed:       hasKey,
 		})
 		if !retry {
 			if stop == ReasonNotRetryable && trigger != "" && spent(resp, err) {
 				// A Transport below retried this under its own Policy and
 				// gave up: two retry layers on one path.
-				t.stacked(x.ctx, areq, stackedRetryhttp)
+				t.stacked(ctx, areq, stackedRetryhttp)
 			}
-			return x.finish(resp, err, attempt, stop)
+			return t.finish(req, resp, err, attempt, stop, p)
 		}
 		e := RetryEvent{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
-		x.prev = x.p.backoff(attempt-1, x.prev, rand.Float64())
+		prev = p.backoff(attempt-1, prev, rand.Float64())
 		var now time.Duration
-		e.Wait, e.GiveUp, now = x.nextWait(resp, attempt)
-		x.lastRead = now + e.Wait
-		if e.GiveUp == ReasonNone && !x.budget.withdraw(now) {
+		e.Wait, e.GiveUp, now = t.nextWait(ctx, p, resp, attempt, start, prev, circuitOf)
+		lastRead = now + e.Wait
+		if e.GiveUp == ReasonNone && !budget.withdraw(now) {
 			e.GiveUp = ReasonBudget
 		}
-		t.event(x.ctx, e)
+		t.event(ctx, e)
 		if e.GiveUp != ReasonNone {
-			return x.finish(resp, err, attempt, e.GiveUp)
+			return t.finish(req, resp, err, attempt, e.GiveUp, p)
 		}
 		if resp != nil {
-			if x.brakes.any() || x.prep.body.mayFail() {
+			if circuitOf != nil || throttleOf != nil || body.mayFail() {
 				// The next attempt may not be sent (the circuit opens, the
 				// Throttle rejects it, the body cannot be had again): keep
 				// this response to return.
-				x.last = keep(resp)
+				last = keep(resp)
 			} else {
 				discard(resp)
 			}
 		}
-		if err := sleep(x.ctx, e.Wait); err != nil {
-			x.drop()
-			return x.finish(nil, err, attempt, ReasonCanceled)
+		if err := sleep(ctx, e.Wait); err != nil {
+			if last != nil {
+				discard(last)
+			}
+			return t.finish(req, nil, err, attempt, ReasonCanceled, p)
 		}
-	}
-}
-
-// send sends attempt areq, admitted by the brakes with ticket at at, and
-// tells the brakes and the hedging latencies its outcome. It returns the
-// outcome and the attempt's number after net/http's own resends of it,
-// each of which is an attempt (see wireSends).
-func (x *exchange) send(areq *http.Request, attempt int, ticket circuit.Ticket, at time.Time) (*http.Response, error, int) {
-	sreq, sends := traceSends(x.base, areq, x.p.MaxAttempts-attempt+1)
-	var sentAt time.Duration
-	if x.hedge != nil { // learning the host's latencies
-		sentAt = mono()
-	}
-	resp, err := send(x.via, sreq, x.p.AttemptTimeout)
-	var clk onceClock
-	x.brakes.report(ticket, outcome{areq, resp, err}, at, clk.now)
-	if x.hedge != nil && err == nil {
-		x.hedge.lat.record(mono() - sentAt)
-	}
-	if sends != nil {
-		for range sends.extra() {
-			attempt++
-			x.budget.withdraw(mono())
-		}
-	}
-	return resp, err, attempt
-}
-
-// drop discards the response kept across a wait, if any.
-func (x *exchange) drop() {
-	if x.last != nil {
-		discard(x.last)
-		x.last = nil
 	}
 }
 
@@ -422,28 +418,26 @@ func (x *exchange) drop() {
 // or the server's own wait), and ReasonNone; or the reason no retry can
 // follow: the attempts are spent, the server asks for too long a wait, the
 // wait would end past MaxElapsed or the caller's deadline, or the circuit
-// opened meanwhile. The backoff is x.prev, this retry's. The budget is
-// asked last, by the caller, since asking spends it, with now: the one
-// clock reading (mono) the decision made.
-func (x *exchange) nextWait(resp *http.Response, attempt int) (wait time.Duration, stop Reason, now time.Duration) {
-	p, hc := x.p, x.brakes.circuit
+// opened meanwhile. The budget is asked last, by the caller, since asking
+// spends it, with now: the one clock reading (mono) the decision made.
+func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response, attempt int, start, backoff time.Duration, hc *hostCircuit) (wait time.Duration, stop Reason, now time.Duration) {
 	wall := time.Now()
 	now = wall.Sub(monoBase) // monotonic, as mono() reads it
-	wait = x.prev
+	wait = backoff
 	var asked time.Duration
 	var hasAsked bool
 	if resp != nil {
-		if asked, hasAsked = ServerWait(resp, wall, x.brakes.rules.hints); hasAsked {
+		if asked, hasAsked = ServerWait(resp, wall, t.RetryHints); hasAsked {
 			wait = asked + p.retryAfterSpread(rand.Float64())
 		}
 	}
-	dl, hasDL := x.ctx.Deadline()
+	dl, hasDL := ctx.Deadline()
 	switch {
 	case attempt >= p.MaxAttempts:
 		return wait, ReasonAttempts, now
 	case hasAsked && asked > p.MaxRetryAfter:
 		return wait, ReasonRetryAfterTooLong, now
-	case now+wait-x.start > p.MaxElapsed:
+	case now+wait-start > p.MaxElapsed:
 		return wait, ReasonElapsed, now
 	case hasDL && dl.Sub(wall) < wait:
 		return wait, ReasonDeadline, now
@@ -481,30 +475,29 @@ func (t *Transport) retryBudget() *Budget {
 }
 
 // cannotSend ends a RoundTrip whose next attempt cannot be sent (the
-// brakes refused it, or the body cannot be re-read): the caller gets the
+// breaker refused it, or the body cannot be re-read): the caller gets the
 // response kept from the previous attempt if there is one, and otherwise a
 // RetryError wrapping cause. It is a give-up, reported like any other:
 // the event names areq, the attempt that could not be sent, and the
 // caller's req is the response's Request.
-func (x *exchange) cannotSend(areq *http.Request, cause error, attempts int, reason Reason) (*http.Response, error) {
-	e := RetryEvent{Request: areq, Attempt: attempts, Response: x.last, GiveUp: reason}
-	if x.last == nil {
+func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, last *http.Response, cause error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
+	e := RetryEvent{Request: areq, Attempt: attempts, Response: last, GiveUp: reason}
+	if last == nil {
 		e.Err = cause
 	}
-	x.t.event(x.ctx, e)
-	return x.finish(x.last, e.Err, attempts, reason)
+	t.event(ctx, e)
+	return t.finish(req, last, e.Err, attempts, reason, p)
 }
 
 // finish returns an attempt's outcome to the caller and counts it. What a
-// Transport that retries (its Policy allows more than one attempt) gave up
-// on is marked spent, so that a Transport above does not retry it again;
-// one that sends once leaves the retrying to the layer above.
-func (x *exchange) finish(resp *http.Response, err error, attempts int, reason Reason) (*http.Response, error) {
-	t, req := x.t, x.req
+// Transport that retries (p allows more than one attempt) gave up on is
+// marked spent, so that a Transport above does not retry it again; one
+// that sends once leaves the retrying to the layer above.
+func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
 	if t.Metrics != nil || t.hooks.Load() != nil || replayed(resp) { // the observers of EventDone; the logs, of a replay
 		t.tell(req.Context(), &Event{Kind: EventDone, RetryEvent: RetryEvent{Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason}})
 	}
-	retried := x.p.MaxAttempts > 1
+	retried := p.MaxAttempts > 1
 	if err != nil {
 		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err, retried: retried}
 	}
@@ -516,19 +509,10 @@ func (x *exchange) finish(resp *http.Response, err error, attempts int, reason R
 	return resp, nil
 }
 
-// setBrakes sets b, zero, to the brakes of u's host: its throttle counts
-// and its circuit, looked up once per RoundTrip, and the rules that judge
-// what they are told.
-func (t *Transport) setBrakes(b *brakes, u *url.URL) {
-	b.rules.statuses, b.rules.shouldRetry, b.rules.hints = t.RetryStatuses, t.ShouldRetry, t.RetryHints
-	if t.Breaker != nil {
-		b.circuit = t.Breaker.lookup(u, &t.lastCircuit)
-		t.trackOnce.Do(t.trackBreaker)
-	}
-	if t.Throttle != nil {
-		b.throttle = t.Throttle.lookup(u, &t.lastThrottle)
-		b.k = t.Throttle.settings.K
-	}
+// rules are the Transport's rules for judging an outcome, as its fields
+// say now.
+func (t *Transport) rules() rules {
+	return rules{statuses: t.RetryStatuses, shouldRetry: t.ShouldRetry, hints: t.RetryHints}
 }
 
 // event reports a retry decision (EventRetry or EventGiveUp) to the
@@ -605,6 +589,39 @@ func (t *Transport) Hooks() []Hook {
 type loop struct{ t *Transport }
 
 func (l loop) RoundTrip(r *http.Request) (*http.Response, error) { return l.t.roundTrip(r) }
+
+// upperRetry reports whether req is an upper layer's retry, and by which
+// signal; "" when it is not. key is the request's Idempotency-Key, if the
+// caller set or derived one (a random injected key never repeats).
+func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bool, now, window time.Duration) stackedSignal {
+	if c.attempt > 1 {
+		return stackedRetryhttp
+	}
+	h := req.Header
+	if len(h) == 0 {
+		return stackedNone
+	}
+	if v := field(h, "Amz-Sdk-Request"); v != "" {
+		if n, ok := fieldInt(v, "attempt="); ok && n > 1 {
+			return stackedAWS
+		}
+	}
+	if v := field(h, "X-Stainless-Retry-Count"); v != "" && v != "0" {
+		return stackedStainless
+	}
+	if v := field(h, "X-Goog-Api-Client"); v != "" {
+		if n, ok := fieldInt(v, "gccl-attempt-count/"); ok && n > 1 {
+			return stackedGoogle
+		}
+	}
+	if key != "" && t.seen.repeat(key, now, window) {
+		if derived {
+			return stackedOperation
+		}
+		return stackedKey
+	}
+	return stackedNone
+}
 
 // stacked counts an upper layer's retry, and warns once per Transport and
 // signal that two layers retry the same call. A retried operation is not
