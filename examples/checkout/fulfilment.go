@@ -95,7 +95,9 @@ func consume(args []string, stderr io.Writer) int {
 	var handler jetstream.MessageHandler
 	if f.Pieces {
 		rdb := redis.NewClient(&redis.Options{Addr: f.Redis})
-		store, err := redisstore.New(rdb, f.Prefix)
+		// The demo's keys live only as long as the demo: its Redis need not
+		// persist them, so the store's warning about that is not shown.
+		store, err := redisstore.New(rdb, f.Prefix, redisstore.WithLogger(quiet))
 		if err != nil {
 			return fail(err)
 		}

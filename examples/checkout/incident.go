@@ -166,7 +166,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var charges counter
 	var providerCalls atomic.Int64
 	var flickerFrom, flickerTo atomic.Int64
-	provStore, err := redisstore.New(cfg.Redis, "checkout-demo:"+suffix+":")
+	// The demo's keys live only as long as the demo: its Redis need not
+	// persist them, so the store's warning about that is not shown.
+	provStore, err := redisstore.New(cfg.Redis, "checkout-demo:"+suffix+":", redisstore.WithLogger(quiet))
 	if err != nil {
 		return Result{}, err
 	}
