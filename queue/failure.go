@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 )
 
@@ -60,4 +61,16 @@ func Run(h func() ([]byte, error)) (out []byte, err error) {
 		}
 	}()
 	return h()
+}
+
+// FailureAttrs are what the consumer wrappers' log records of a failed or
+// ended delivery say: its key, its delivery count, the error, and the
+// stack of a handler that panicked.
+func FailureAttrs(key string, deliveries int, err error) []slog.Attr {
+	attrs := []slog.Attr{slog.String("key", key), slog.Int("deliveries", deliveries), slog.String("error", err.Error())}
+	var p *PanicError
+	if errors.As(err, &p) {
+		attrs = append(attrs, slog.String("stack", string(p.Stack)))
+	}
+	return attrs
 }

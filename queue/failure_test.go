@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -38,5 +39,25 @@ func TestRunRecoversAPanic(t *testing.T) {
 	if _, err := Run(func() ([]byte, error) { panic("text") }); err == nil || errors.Unwrap(err) != nil ||
 		err.Error() != "queue: the handler panicked: text" {
 		t.Errorf("a panic with a string: %v", err)
+	}
+}
+
+// A failed delivery's log record names its key, its count and its error,
+// and the stack only of a handler that panicked.
+func TestFailureAttrs(t *testing.T) {
+	names := func(attrs []slog.Attr) string {
+		var b strings.Builder
+		for _, a := range attrs {
+			b.WriteString(a.Key + "=" + a.Value.String() + " ")
+		}
+		return b.String()
+	}
+	got := names(FailureAttrs("order-1", 3, errors.New("flicker")))
+	if got != "key=order-1 deliveries=3 error=flicker " {
+		t.Errorf("a plain failure: %q", got)
+	}
+	_, err := Run(func() ([]byte, error) { panic("boom") })
+	if got := names(FailureAttrs("order-2", 1, err)); !strings.Contains(got, "stack=") || !strings.Contains(got, "error=queue: the handler panicked: boom") {
+		t.Errorf("a panic: %q", got)
 	}
 }

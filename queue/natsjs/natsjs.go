@@ -45,7 +45,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
@@ -174,25 +173,14 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 		c.tell(ctx, e, msg.Ack())
 	case past || queue.IsPermanent(err) || maxAttempts > 0 && deliveries >= maxAttempts:
 		e.Kind, e.Err = EventTerminated, err
-		c.o.Logger.LogAttrs(ctx, slog.LevelError, "natsjs: message terminated", failure(key, deliveries, err)...)
+		c.o.Logger.LogAttrs(ctx, slog.LevelError, "natsjs: message terminated", queue.FailureAttrs(key, e.Deliveries, err)...)
 		c.tell(ctx, e, msg.Term())
 	default:
 		e.Kind, e.Err = EventFailed, err
 		wait := c.o.Policy.Backoff(int(min(deliveries, 1<<20))-1, 0, rand.Float64())
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "natsjs: message failed; redelivering", append(failure(key, deliveries, err), slog.String("in", wait.String()))...)
+		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "natsjs: message failed; redelivering", append(queue.FailureAttrs(key, e.Deliveries, err), slog.String("in", wait.String()))...)
 		c.tell(ctx, e, msg.NakWithDelay(wait))
 	}
-}
-
-// failure is what a log record of a failed delivery says: the key, the
-// delivery, the error, and the stack of a handler that panicked.
-func failure(key string, deliveries uint64, err error) []slog.Attr {
-	attrs := []slog.Attr{slog.String("key", key), slog.String("deliveries", strconv.FormatUint(deliveries, 10)), slog.String("error", err.Error())}
-	var p *queue.PanicError
-	if errors.As(err, &p) {
-		attrs = append(attrs, slog.String("stack", string(p.Stack)))
-	}
-	return attrs
 }
 
 // progress tells JetStream, every AckWait/3 until the returned func is

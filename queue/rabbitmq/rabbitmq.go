@@ -173,12 +173,12 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 		c.tell(ctx, e, d.Ack(false))
 	case past || queue.IsPermanent(err) || exact && maxAttempts > 0 && n >= maxAttempts:
 		e.Kind, e.Err = EventRejected, err
-		c.o.Logger.LogAttrs(ctx, slog.LevelError, "rabbitmq: delivery rejected", failure(key, n, err)...)
+		c.o.Logger.LogAttrs(ctx, slog.LevelError, "rabbitmq: delivery rejected", queue.FailureAttrs(key, e.Deliveries, err)...)
 		c.tell(ctx, e, d.Reject(false))
 	default:
 		e.Kind, e.Err = EventFailed, err
 		wait := c.o.Policy.Backoff(int(min(n, 1<<20))-1, 0, rand.Float64())
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: delivery failed; requeuing", append(failure(key, n, err), slog.String("after", wait.String()))...)
+		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: delivery failed; requeuing", append(queue.FailureAttrs(key, e.Deliveries, err), slog.String("after", wait.String()))...)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -187,17 +187,6 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 		}
 		c.tell(ctx, e, d.Nack(false, true))
 	}
-}
-
-// failure is what a log record of a failed delivery says: the key, the
-// delivery, the error, and the stack of a handler that panicked.
-func failure(key string, deliveries int64, err error) []slog.Attr {
-	attrs := []slog.Attr{slog.String("key", key), slog.Int64("deliveries", deliveries), slog.String("error", err.Error())}
-	var p *queue.PanicError
-	if errors.As(err, &p) {
-		attrs = append(attrs, slog.String("stack", string(p.Stack)))
-	}
-	return attrs
 }
 
 // tell reports e, with its acknowledgement's error if any, to the hooks.
