@@ -230,12 +230,3 @@ func (h *hostThrottle) report(r *rules, req *http.Request, resp *http.Response, 
 		h.h.Count(r.accepted(resp, at), at)
 	}
 }
-
-// k is the Throttle's K, its default resolved; 0 for a nil Throttle.
-func (t *Throttle) k() float64 {
-	if t == nil {
-		return 0
-	}
-	t.init()
-	return t.settings.K
-}

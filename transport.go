@@ -283,8 +283,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	var throttleOf *hostThrottle // the host's throttle counts, looked up once per RoundTrip
+	var k float64                // the Throttle's K, its default resolved by the lookup
 	if t.Throttle != nil {
 		throttleOf = t.Throttle.lookup(req.URL, &t.lastThrottle)
+		k = t.Throttle.settings.K
 	}
 
 	budget.deposit(start)
@@ -301,7 +303,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		prep := &preparer{req: req, header: header, injected: injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
 		hedge = &raceParams{base: base, via: sendVia, attemptTimeout: p.AttemptTimeout, maxHedges: t.Hedge.maxHedges(),
 			maxAttempts: p.MaxAttempts, budget: budget, circuit: circuitOf, throttle: throttleOf,
-			k: t.Throttle.k(), lat: t.Hedge.latenciesOf(req.URL), prep: prep, rules: &raceRules, keyed: hasKey, tell: t.tell}
+			k: k, lat: t.Hedge.latenciesOf(req.URL), prep: prep, rules: &raceRules, keyed: hasKey, tell: t.tell}
 	}
 	for attempt := 1; ; attempt++ {
 		areq, reason, err := prepareAttempt(req, header, injected, body, attempt, t.AttemptHeader, t.BeforeAttempt)
@@ -316,7 +318,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		attemptAt := monoBase.Add(lastRead) // this attempt's send time, near enough for the windows
 		if throttleOf != nil {
-			if err := throttleOf.allow(t.Throttle.settings.K, attemptAt, rand.Float64); err != nil {
+			if err := throttleOf.allow(k, attemptAt, rand.Float64); err != nil {
 				closeRequestBody(areq)
 				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonThrottled, p)
 			}
