@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/circuit"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 	"github.com/retryhttp/retryhttp/internal/window"
 )
 
@@ -56,7 +57,7 @@ func (s CircuitState) String() string {
 // alone decides; with both set, either rule opens the circuit.
 type BreakerSettings struct {
 	// Failures is the number of consecutive failed attempts that opens a
-	// host's circuit. 0 means DefaultBreakerFailures, unless FailureRatio
+	// host's circuit. 0 means 5, unless FailureRatio
 	// is set: then 0 means no consecutive-failure rule.
 	Failures uint32
 	// FailureRatio, if above 0, opens a host's circuit when failed
@@ -67,18 +68,18 @@ type BreakerSettings struct {
 	// Window is the rolling window FailureRatio is measured over, counted
 	// in tenths of it. A success counts from the time its attempt was
 	// sent, a failure from the time it ended, so a timeout longer than the
-	// window still counts. 0 means DefaultBreakerWindow.
+	// window still counts. 0 means 30s.
 	Window time.Duration
 	// MinCalls is the least number of attempts in the window before the
 	// ratio may open the circuit, so that two failures out of three calls
-	// do not. 0 means DefaultBreakerMinCalls.
+	// do not. 0 means 20.
 	MinCalls uint32
 	// OpenFor is how long an open circuit fails fast before letting probes
-	// through. 0 means DefaultBreakerOpenFor.
+	// through. 0 means 30s.
 	OpenFor time.Duration
 	// Probes is the number of attempts let through while half-open; all must
 	// succeed to close the circuit, one failure opens it again. 0 means
-	// DefaultBreakerProbes.
+	// 1.
 	Probes uint32
 	// MaxHosts bounds the hosts tracked. Past it, a host is forgotten to
 	// make room: one whose circuit holds nothing (closed, no failure
@@ -86,7 +87,7 @@ type BreakerSettings struct {
 	// host is failing, the least recently used one. So a failing host keeps
 	// its circuit, and keeps being protected, however many healthy hosts
 	// pass through, as long as fewer than MaxHosts fail at once. 0 means
-	// DefaultBreakerMaxHosts.
+	// 1024.
 	MaxHosts int
 	// OnStateChange, if set, is called after every transition, with the
 	// host as the circuit_state label names it, outside the Breaker's
@@ -94,16 +95,6 @@ type BreakerSettings struct {
 	// that caused the transition.
 	OnStateChange func(host string, from, to CircuitState)
 }
-
-// Defaults of BreakerSettings.
-const (
-	DefaultBreakerFailures = 5
-	DefaultBreakerOpenFor  = 30 * time.Second
-	DefaultBreakerProbes   = 1
-	DefaultBreakerMaxHosts = 1024
-	DefaultBreakerWindow   = 30 * time.Second
-	DefaultBreakerMinCalls = 20
-)
 
 // Breaker keeps one circuit per host (scheme, host and port) so that a
 // Transport stops sending to a host that keeps failing, and fails fast
@@ -189,22 +180,22 @@ func (b *Breaker) init() {
 	b.once.Do(func() {
 		s := &b.settings
 		if s.Failures == 0 && s.FailureRatio == 0 {
-			s.Failures = DefaultBreakerFailures
+			s.Failures = defaults.BreakerFailures
 		}
 		if s.Window == 0 {
-			s.Window = DefaultBreakerWindow
+			s.Window = defaults.BreakerWindow
 		}
 		if s.MinCalls == 0 {
-			s.MinCalls = DefaultBreakerMinCalls
+			s.MinCalls = defaults.BreakerMinCalls
 		}
 		if s.OpenFor == 0 {
-			s.OpenFor = DefaultBreakerOpenFor
+			s.OpenFor = defaults.BreakerOpenFor
 		}
 		if s.Probes == 0 {
-			s.Probes = DefaultBreakerProbes
+			s.Probes = defaults.BreakerProbes
 		}
 		if s.MaxHosts == 0 {
-			s.MaxHosts = DefaultBreakerMaxHosts
+			s.MaxHosts = defaults.BreakerMaxHosts
 		}
 		b.circuit = circuit.Settings{Failures: s.Failures, Probes: s.Probes, OpenFor: s.OpenFor,
 			Ratio: s.FailureRatio, MinCalls: s.MinCalls, Window: s.Window}

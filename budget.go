@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/budget"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 )
 
 // Budget caps retries at a share of first attempts, so that a long outage
@@ -44,22 +45,15 @@ type Budget struct {
 // its comment.
 type BudgetSettings struct {
 	// Ratio is the share of logical requests that may be retried: 0.1 lets
-	// retries add 10% to the load. 0 means DefaultBudgetRatio.
+	// retries add 10% to the load. 0 means 0.1.
 	Ratio float64
 	// MinPerSecond is the floor: retries per second allowed whatever the
-	// traffic. 0 means DefaultBudgetMinPerSecond.
+	// traffic. 0 means 10.
 	MinPerSecond float64
 	// Window is how long a request's deposit and a retry's withdrawal
-	// count. 0 means DefaultBudgetWindow.
+	// count. 0 means 10s.
 	Window time.Duration
 }
-
-// Defaults of BudgetSettings.
-const (
-	DefaultBudgetRatio        = 0.1
-	DefaultBudgetMinPerSecond = 10
-	DefaultBudgetWindow       = 10 * time.Second
-)
 
 // NoBudget, set as Transport.Budget, lets the Transport retry without a
 // budget: only the Policy bounds it.
@@ -103,13 +97,13 @@ func (b *Budget) init() {
 	b.once.Do(func() {
 		s := b.settings
 		if s.Ratio == 0 {
-			s.Ratio = DefaultBudgetRatio
+			s.Ratio = defaults.BudgetRatio
 		}
 		if s.MinPerSecond == 0 {
-			s.MinPerSecond = DefaultBudgetMinPerSecond
+			s.MinPerSecond = defaults.BudgetMinPerSecond
 		}
 		if s.Window == 0 {
-			s.Window = DefaultBudgetWindow
+			s.Window = defaults.BudgetWindow
 		}
 		b.b.Store(budget.New(s.Ratio, s.MinPerSecond, s.Window))
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/circuit"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 )
 
 // Hedging sends a second copy of a request that is slow to answer, as
@@ -50,10 +51,10 @@ type Hedging struct {
 	Delay time.Duration
 	// Quantile is the share of the host's latencies below the delay, when
 	// Delay is 0: 0.95 sends a hedge for the slowest 5%. 0 means
-	// DefaultHedgeQuantile.
+	// 0.95.
 	Quantile float64
 	// MaxHedges is how many copies may be sent besides the first, one
-	// Delay apart. 0 means DefaultMaxHedges.
+	// Delay apart. 0 means 1.
 	MaxHedges int
 	// Unsafe also hedges idempotent methods and keyed requests.
 	Unsafe bool
@@ -61,12 +62,6 @@ type Hedging struct {
 	hosts sync.Map     // hostID -> *latencies
 	n     atomic.Int64 // hosts tracked
 }
-
-// Defaults of Hedging.
-const (
-	DefaultHedgeQuantile = 0.95
-	DefaultMaxHedges     = 1
-)
 
 // Bounds of the latencies Hedging learns.
 const (
@@ -109,7 +104,7 @@ func (h *Hedging) delay(l *latencies) (time.Duration, bool) {
 	}
 	q := h.Quantile
 	if q == 0 {
-		q = DefaultHedgeQuantile
+		q = defaults.HedgeQuantile
 	}
 	return l.quantile(q)
 }
@@ -126,7 +121,7 @@ func (r *raceParams) delayFor(h *Hedging) (time.Duration, bool) {
 
 func (h *Hedging) maxHedges() int {
 	if h.MaxHedges == 0 {
-		return DefaultMaxHedges
+		return defaults.MaxHedges
 	}
 	return h.MaxHedges
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/backoff"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 )
 
 // Policy says how many times a Transport tries, how long it waits between
@@ -52,16 +53,6 @@ type Policy struct {
 	// FullJitter.
 	Jitter Jitter
 }
-
-// Defaults of Policy; see each field for the reason.
-const (
-	DefaultMaxAttempts     = 4
-	DefaultBaseDelay       = 200 * time.Millisecond
-	DefaultMaxDelay        = 10 * time.Second
-	DefaultMaxElapsed      = 30 * time.Second
-	DefaultMaxRetryAfter   = 30 * time.Second
-	DefaultMaxBufferedBody = 1 << 20
-)
 
 // Jitter selects how a backoff wait is drawn from its ceiling. Jitter spreads
 // clients that failed together so they do not come back together; see
@@ -128,22 +119,22 @@ func (p Policy) resolve() (Policy, error) {
 		return p, err
 	}
 	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
+		p.MaxAttempts = defaults.MaxAttempts
 	}
 	if p.BaseDelay == 0 {
-		p.BaseDelay = DefaultBaseDelay
+		p.BaseDelay = defaults.BaseDelay
 	}
 	if p.MaxDelay == 0 {
-		p.MaxDelay = DefaultMaxDelay
+		p.MaxDelay = defaults.MaxDelay
 	}
 	if p.MaxElapsed == 0 {
-		p.MaxElapsed = DefaultMaxElapsed
+		p.MaxElapsed = defaults.MaxElapsed
 	}
 	if p.MaxRetryAfter == 0 {
-		p.MaxRetryAfter = DefaultMaxRetryAfter
+		p.MaxRetryAfter = defaults.MaxRetryAfter
 	}
 	if p.MaxBufferedBody == 0 {
-		p.MaxBufferedBody = DefaultMaxBufferedBody
+		p.MaxBufferedBody = defaults.MaxBufferedBody
 	}
 	return p, nil
 }

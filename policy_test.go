@@ -10,6 +10,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/backoff"
 	"github.com/retryhttp/retryhttp/internal/circuit"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 )
 
 // backoffOf is the wait a Transport with policy p computes.
@@ -128,7 +129,7 @@ func TestPolicyBackoff(t *testing.T) {
 	}
 	full := Policy{BaseDelay: 100 * time.Millisecond}
 	assert.Equal(t, 50*time.Millisecond, full.Backoff(1, 0, 0.5), "full jitter: half the ceiling at r = 0.5")
-	assert.Equal(t, DefaultBaseDelay/2, Policy{}.Backoff(1, 0, 0.5), "zero fields take the defaults")
+	assert.Equal(t, defaults.BaseDelay/2, Policy{}.Backoff(1, 0, 0.5), "zero fields take the defaults")
 }
 
 // Every Reason has its label and text, and the exported constants that

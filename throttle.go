@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/defaults"
 	"github.com/retryhttp/retryhttp/internal/throttle"
 	"github.com/retryhttp/retryhttp/internal/window"
 )
@@ -63,33 +64,23 @@ type ThrottleSettings struct {
 	// K is how many attempts per accepted one a host is sent before
 	// local rejections start: 2 lets a client send twice what the host
 	// accepts, which keeps enough traffic flowing to see it recover. It
-	// must be at least 1. 0 means DefaultThrottleK.
+	// must be at least 1. 0 means 2.
 	K float64
 	// Window is how long an attempt counts: an accepted one from the time
 	// it was sent, any other from the time it ended. 0 means
-	// DefaultThrottleWindow.
+	// 2m.
 	Window time.Duration
 	// MinRequests is how many attempts the window must hold before
 	// anything is rejected locally, so that a client's first failures do
 	// not throttle its first retries: with one failed attempt and none
 	// accepted, the formula alone rejects the retry half the time. 0 means
-	// DefaultThrottleMinRequests; it counts first attempts and retries.
+	// 20; it counts first attempts and retries.
 	MinRequests int
 	// MaxHosts bounds the hosts tracked; past it, a host that rejected
 	// nothing in its window is forgotten first. 0 means
-	// DefaultThrottleMaxHosts.
+	// 1024.
 	MaxHosts int
 }
-
-// Defaults of ThrottleSettings: K and the window are the SRE book's.
-const (
-	DefaultThrottleK        = 2
-	DefaultThrottleWindow   = 2 * time.Minute
-	DefaultThrottleMaxHosts = 1024
-	// DefaultThrottleMinRequests: at 20 attempts in the window, one
-	// accepted in ten already leaves most of a retry storm rejected.
-	DefaultThrottleMinRequests = 20
-)
 
 // NewThrottle returns a Throttle with the given settings, rejecting a K
 // below 1 and negative durations and sizes.
@@ -115,16 +106,16 @@ func (t *Throttle) init() {
 	t.once.Do(func() {
 		s := &t.settings
 		if s.K == 0 {
-			s.K = DefaultThrottleK
+			s.K = defaults.ThrottleK
 		}
 		if s.Window == 0 {
-			s.Window = DefaultThrottleWindow
+			s.Window = defaults.ThrottleWindow
 		}
 		if s.MaxHosts == 0 {
-			s.MaxHosts = DefaultThrottleMaxHosts
+			s.MaxHosts = defaults.ThrottleMaxHosts
 		}
 		if s.MinRequests == 0 {
-			s.MinRequests = DefaultThrottleMinRequests
+			s.MinRequests = defaults.ThrottleMinRequests
 		}
 	})
 }

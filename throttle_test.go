@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/defaults"
 	"github.com/retryhttp/retryhttp/internal/throttle"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -196,7 +197,7 @@ func TestThrottleSparesTheFirstRetries(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 		}
-		assert.Equal(t, int64(DefaultThrottleMinRequests), down.sent.Load())
+		assert.Equal(t, int64(defaults.ThrottleMinRequests), down.sent.Load())
 		assert.Greater(t, tr.Throttle.RejectProbability("http://api.test"), 0.9, "and past them, the formula")
 	})
 }

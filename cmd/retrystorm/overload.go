@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 	"github.com/retryhttp/retryhttp/internal/throttle"
 )
 
@@ -19,7 +19,7 @@ import (
 // It also returns the same ratio for each 30 s of the run, for the chart.
 func sreThrottle(seed uint64) (sentPerAccept float64, over30s []float64) {
 	rng := rand.New(rand.NewPCG(seed, 21))
-	h := throttle.New(retryhttp.DefaultThrottleWindow, retryhttp.DefaultThrottleMinRequests)
+	h := throttle.New(defaults.ThrottleWindow, defaults.ThrottleMinRequests)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const rate, capacity = 1000, 100
 	var sent, accepted float64
@@ -34,7 +34,7 @@ func sreThrottle(seed uint64) (sentPerAccept float64, over30s []float64) {
 			over30s = append(over30s, binSent/binAccepted)
 			binSent, binAccepted = 0, 0
 		}
-		if !h.Allow(retryhttp.DefaultThrottleK, now, rng.Float64) {
+		if !h.Allow(defaults.ThrottleK, now, rng.Float64) {
 			continue
 		}
 		ok := inSecond < capacity

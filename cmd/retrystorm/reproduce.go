@@ -13,6 +13,7 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/circuit"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 )
 
 // row is one published figure side by side with ours.
@@ -128,7 +129,7 @@ func brooker(p float64, limit ampLimit, seed uint64) float64 {
 		// high; ours opens on consecutive failures. Two in a row at a 10%
 		// failure rate is the nearest trip point; it stays open for our
 		// default OpenFor, and breaks retries only, as his does.
-		breaker: circuit.Settings{Failures: 2, Probes: 1, OpenFor: retryhttp.DefaultBreakerOpenFor},
+		breaker: circuit.Settings{Failures: 2, Probes: 1, OpenFor: defaults.BreakerOpenFor},
 	}, seed)
 }
 

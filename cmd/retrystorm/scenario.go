@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 )
 
 // binWidth is the resolution of every load measurement: requests arriving
@@ -47,7 +48,7 @@ type budgetConfig struct {
 	window       time.Duration
 }
 
-var defaultBudget = budgetConfig{retryhttp.DefaultBudgetRatio, retryhttp.DefaultBudgetMinPerSecond, retryhttp.DefaultBudgetWindow}
+var defaultBudget = budgetConfig{defaults.BudgetRatio, defaults.BudgetMinPerSecond, defaults.BudgetWindow}
 
 // recovery is when the trigger ends.
 func (s scenario) recovery() time.Duration { return s.outageAt + s.outage }

@@ -8,6 +8,7 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/backoff"
 	"github.com/retryhttp/retryhttp/internal/budget"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 	"github.com/retryhttp/retryhttp/internal/throttle"
 )
 
@@ -57,7 +58,7 @@ func newSim(sc scenario, st strategy, seed uint64) *sim {
 		s.shared = budget.New(sc.budget.ratio, sc.budget.floor, sc.budget.window)
 	}
 	if st.throttle {
-		s.throttle = throttle.New(throttleWindow, retryhttp.DefaultThrottleMinRequests)
+		s.throttle = throttle.New(throttleWindow, defaults.ThrottleMinRequests)
 	}
 	if sc.queue {
 		s.fifo = &queueServer{capacity: float64(sc.capacity), down: sc.outageAt, up: sc.recovery(), slow: sc.slow}
@@ -174,7 +175,7 @@ var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // send starts the client's next attempt, unless the Throttle rejects it:
 // then the client gives up, as the Transport does.
 func (s *sim) send(c *simClient, id int, at time.Duration) {
-	if s.throttle != nil && !s.throttle.Allow(retryhttp.DefaultThrottleK, simEpoch.Add(at), s.rng.Float64) {
+	if s.throttle != nil && !s.throttle.Allow(defaults.ThrottleK, simEpoch.Add(at), s.rng.Float64) {
 		c.done = true
 		s.res.giveUps[retryhttp.ReasonThrottled.String()]++
 		s.res.finished = max(s.res.finished, at)
