@@ -75,7 +75,7 @@ func BenchmarkSuccessLoopback(b *testing.B) {
 // success path), the breaker and metrics. Compare with -cpu 1,2.
 func BenchmarkParallel64(b *testing.B) {
 	reg := prometheus.NewRegistry()
-	m, err := retryhttp.NewMetrics(reg)
+	m, err := retryhttp.NewMetrics(reg, retryhttp.MetricsOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,9 +88,9 @@ func BenchmarkParallel64(b *testing.B) {
 		{"bare", memBase{}},
 		{"retryhttp-nobudget", &retryhttp.Transport{Base: memBase{}, Budget: retryhttp.NoBudget}},
 		{"retryhttp-budget", &retryhttp.Transport{Base: memBase{}}},
-		{"retryhttp-budget-breaker-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: br, Metrics: m}},
-		{"retryhttp-budget-ratiobreaker-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: ratio, Metrics: m}},
-		{"retryhttp-budget-ratiobreaker-throttle-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: ratio, Throttle: &retryhttp.Throttle{}, Metrics: m}},
+		{"retryhttp-budget-breaker-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: br, Hooks: []retryhttp.Hook{m}}},
+		{"retryhttp-budget-ratiobreaker-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: ratio, Hooks: []retryhttp.Hook{m}}},
+		{"retryhttp-budget-ratiobreaker-throttle-metrics", &retryhttp.Transport{Base: memBase{}, Breaker: ratio, Throttle: &retryhttp.Throttle{}, Hooks: []retryhttp.Hook{m}}},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -113,20 +113,22 @@ func BenchmarkParallel64(b *testing.B) {
 
 // BenchmarkMetricsOverhead compares the success path with metrics off and on.
 func BenchmarkMetricsOverhead(b *testing.B) {
-	m, err := retryhttp.NewMetrics(prometheus.NewRegistry())
+	m, err := retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	req, _ := http.NewRequest("GET", "http://mem.test/", nil)
 	same := func() *http.Request { return req }
 	b.Run("off", func(b *testing.B) { benchRoundTrip(b, &retryhttp.Transport{Base: memBase{}}, same) })
-	b.Run("on", func(b *testing.B) { benchRoundTrip(b, &retryhttp.Transport{Base: memBase{}, Metrics: m}, same) })
+	b.Run("on", func(b *testing.B) {
+		benchRoundTrip(b, &retryhttp.Transport{Base: memBase{}, Hooks: []retryhttp.Hook{m}}, same)
+	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	lreq, _ := http.NewRequest("GET", srv.URL, nil)
 	lsame := func() *http.Request { return lreq }
 	off := &retryhttp.Transport{Base: srv.Client().Transport.(*http.Transport).Clone()}
-	on := &retryhttp.Transport{Base: srv.Client().Transport.(*http.Transport).Clone(), Metrics: m}
+	on := &retryhttp.Transport{Base: srv.Client().Transport.(*http.Transport).Clone(), Hooks: []retryhttp.Hook{m}}
 	defer off.CloseIdleConnections()
 	defer on.CloseIdleConnections()
 	b.Run("loopback-off", func(b *testing.B) { benchRoundTrip(b, off, lsame) })

@@ -225,8 +225,8 @@ func TestBreakerStopsRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := NewBreaker(BreakerSettings{Failures: 2})
 		base := script(status(503))
-		var events []RetryEvent
-		tr := &Transport{Base: base, Breaker: b, Policy: Policy{Jitter: NoJitter}, OnRetry: func(e RetryEvent) { events = append(events, e) }}
+		var events []Event
+		tr := &Transport{Base: base, Breaker: b, Policy: Policy{Jitter: JitterNone}, Hooks: []Hook{retryHook(func(e Event) { events = append(events, e) })}}
 		resp, err := single(t, tr, "http://api.test/")
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
@@ -249,10 +249,10 @@ func mustURL(t *testing.T, s string) *http.Request {
 func TestBreakerOpenedDuringWaitReturnsLastResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := NewBreaker(BreakerSettings{Failures: 2, OpenFor: time.Minute})
-		var events []RetryEvent
+		var events []Event
 		slow := &Transport{Base: script(status(503)), Breaker: b, Budget: NoBudget,
-			Policy:  Policy{BaseDelay: time.Second, Jitter: NoJitter},
-			OnRetry: func(e RetryEvent) { events = append(events, e) }}
+			Policy: Policy{BaseDelay: time.Second, Jitter: JitterNone},
+			Hooks:  []Hook{retryHook(func(e Event) { events = append(events, e) })}}
 		done := make(chan struct{})
 		var resp *http.Response
 		var err error
@@ -283,16 +283,16 @@ func TestBreakerOpenedDuringWaitReturnsLastResponse(t *testing.T) {
 }
 
 // A breaker refusing the first attempt is a give-up like any other: one Warn
-// record, one OnRetry event, one give_ups_total.
+// record, one hook event, one give_ups_total.
 func TestBreakerRefusalIsLoggedAndCounted(t *testing.T) {
 	var buf bytes.Buffer
 	reg := prometheus.NewRegistry()
-	m, _ := NewMetrics(reg)
+	m, _ := NewMetrics(reg, MetricsOptions{})
 	b, _ := NewBreaker(BreakerSettings{Failures: 1})
-	var events []RetryEvent
-	tr := &Transport{Base: script(status(503)), Breaker: b, Metrics: m, Policy: Policy{MaxAttempts: 1},
-		Logger:  slog.New(slog.NewJSONHandler(&buf, nil)),
-		OnRetry: func(e RetryEvent) { events = append(events, e) }}
+	var events []Event
+	tr := &Transport{Base: script(status(503)), Breaker: b, Policy: Policy{MaxAttempts: 1},
+		Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+		Hooks:  []Hook{m, retryHook(func(e Event) { events = append(events, e) })}}
 	resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 	require.NoError(t, err)
 	resp.Body.Close()

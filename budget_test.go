@@ -89,8 +89,8 @@ func TestTransportBudgetGiveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := mustBudget(t, BudgetSettings{Ratio: 1e-9, MinPerSecond: 0.2}) // two retries per 10s window
 		base := script(status(503))
-		var events []RetryEvent
-		tr := &Transport{Base: base, Budget: b, Policy: Policy{Jitter: NoJitter}, OnRetry: func(e RetryEvent) { events = append(events, e) }}
+		var events []Event
+		tr := &Transport{Base: base, Budget: b, Policy: Policy{Jitter: JitterNone}, Hooks: []Hook{retryHook(func(e Event) { events = append(events, e) })}}
 		start := time.Now()
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)

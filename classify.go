@@ -18,23 +18,23 @@ import (
 type Decision int
 
 const (
-	// Defer leaves the decision to the built-in rules.
-	Defer Decision = iota
-	// Retry asks for another attempt. It is still subject to the safety
+	// DecisionDefer leaves the decision to the built-in rules.
+	DecisionDefer Decision = iota
+	// DecisionRetry asks for another attempt. It is still subject to the safety
 	// rules (a POST without an Idempotency-Key that may have reached the
 	// server is never re-sent) and to the Policy's limits.
-	Retry
-	// Stop returns this outcome to the caller.
-	Stop
+	DecisionRetry
+	// DecisionStop returns this outcome to the caller.
+	DecisionStop
 )
 
 func (d Decision) String() string {
 	switch d {
-	case Defer:
+	case DecisionDefer:
 		return "defer"
-	case Retry:
+	case DecisionRetry:
 		return "retry"
-	case Stop:
+	case DecisionStop:
 		return "stop"
 	}
 	return "Decision(" + strconv.Itoa(int(d)) + ")"
@@ -96,12 +96,12 @@ func serverSignal(resp *http.Response) Decision {
 	for _, h := range [...]string{"X-Should-Retry", "Stripe-Should-Retry"} {
 		switch v := trimOWS(field(resp.Header, h)); {
 		case strings.EqualFold(v, "true"):
-			return Retry
+			return DecisionRetry
 		case strings.EqualFold(v, "false"):
-			return Stop
+			return DecisionStop
 		}
 	}
-	return Defer
+	return DecisionDefer
 }
 
 // hostFailureStatus reports whether a status says the host itself is
@@ -236,7 +236,7 @@ const (
 // FromCheckRetry adapts a go-retryablehttp CheckRetry function (its
 // DefaultRetryPolicy, or one of your own) to Transport.ShouldRetry, for a
 // move from go-retryablehttp that keeps its retry policy: true is Retry,
-// false or an error is Stop. Our safety rules still hold over it: a request
+// false or an error is DecisionStop. Our safety rules still hold over it: a request
 // that may have reached the server and is not safe to send again (a POST
 // without an Idempotency-Key) is not re-sent, whatever the function says,
 // and the Policy, the budget and the breaker bound the retries. The
@@ -247,9 +247,9 @@ func FromCheckRetry(check func(ctx context.Context, resp *http.Response, err err
 	return func(req *http.Request, resp *http.Response, err error) Decision {
 		retry, cerr := check(req.Context(), resp, err)
 		if cerr != nil || !retry {
-			return Stop
+			return DecisionStop
 		}
-		return Retry
+		return DecisionRetry
 	}
 }
 
@@ -272,10 +272,10 @@ func (r *rules) decide(req *http.Request, resp *http.Response, err error, s send
 		d = r.shouldRetry(req, resp, err)
 	}
 	if resp != nil {
-		if d == Defer && resp.StatusCode >= 400 {
+		if d == DecisionDefer && resp.StatusCode >= 400 {
 			d = serverSignal(resp)
 		}
-		if d == Stop || d == Defer && !r.retryableStatus(resp.StatusCode, hasKey) || !safe {
+		if d == DecisionStop || d == DecisionDefer && !r.retryableStatus(resp.StatusCode, hasKey) || !safe {
 			return false, ReasonNotRetryable, ""
 		}
 		if spent(resp, nil) {
@@ -287,7 +287,7 @@ func (r *rules) decide(req *http.Request, resp *http.Response, err error, s send
 	if errors.Is(err, ErrAttemptTimeout) {
 		transient, trigger = true, TriggerTimeout
 	}
-	if d == Stop || d == Defer && !transient || !(safe || nothingSent && bodyOK) || spent(nil, err) {
+	if d == DecisionStop || d == DecisionDefer && !transient || !(safe || nothingSent && bodyOK) || spent(nil, err) {
 		return false, ReasonNotRetryable, trigger
 	}
 	return true, ReasonNone, trigger

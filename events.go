@@ -6,31 +6,6 @@ import (
 	"time"
 )
 
-// RetryEvent describes one retry decision: an attempt ended in a retryable
-// failure, and the Transport either retries after Wait or gives up for
-// GiveUp. A breaker's refusal is a give-up too, with Attempt the number of
-// attempts sent before it (0 when it refused the first) and Err the
-// ErrCircuitOpen error. It is what Transport.OnRetry receives and what the
-// logs say.
-type RetryEvent struct {
-	// Request is the attempt's request, injected Idempotency-Key included.
-	Request *http.Request
-	// Attempt is the number of the attempt that failed, 1 for the first.
-	Attempt int
-	// Response or Err is the attempt's outcome; exactly one is set. Do not
-	// read the response body: it is returned to the caller or drained.
-	Response *http.Response
-	Err      error
-	// Trigger is what made the outcome worth retrying: the status code
-	// ("503"), TriggerNetwork or TriggerTimeout; empty for a breaker's
-	// refusal.
-	Trigger Trigger
-	// Wait is the wait before the next attempt, when one follows.
-	Wait time.Duration
-	// GiveUp is ReasonNone when a retry follows; otherwise why none does.
-	GiveUp Reason
-}
-
 // EventKind says what an Event reports.
 type EventKind uint8
 
@@ -52,16 +27,46 @@ func (k EventKind) String() string {
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Event is what a Hook is told. For EventRetry and EventGiveUp, its
-// RetryEvent is the one OnRetry receives; for EventStacked only Request
-// and Signal are set.
+// Event is what a Hook is told: one retry decision (EventRetry,
+// EventGiveUp), a retry stacked on another layer's (EventStacked), a hedge
+// (EventHedge, EventHedgeWon) or a RoundTrip's end (EventDone). Each kind
+// says which fields it sets. A retry decision means an attempt ended in a
+// retryable failure, and the Transport either retries after Wait or gives
+// up for GiveUp; a breaker's or throttle's refusal is a give-up too, with
+// Attempt the number of attempts sent before it (0 when it refused the
+// first) and Err its error.
 type Event struct {
 	Kind EventKind
-	RetryEvent
+
+	// Request is the attempt's request, injected Idempotency-Key included
+	// (the caller's request, for EventDone).
+	Request *http.Request
+	// Attempt is the number of the attempt that failed, 1 for the first
+	// (the attempts sent, for EventDone).
+	Attempt int
+	// Response or Err is the attempt's outcome; exactly one is set. Do not
+	// read the response body: it is returned to the caller or drained.
+	Response *http.Response
+	Err      error
+	// Trigger is what made the outcome worth retrying: the status code
+	// ("503"), TriggerNetwork or TriggerTimeout; empty for a refusal.
+	Trigger Trigger
+	// Wait is the wait before the next attempt, when one follows.
+	Wait time.Duration
+	// GiveUp is ReasonNone when a retry follows; otherwise why none does.
+	GiveUp Reason
+
 	// Signal is the signal label of retryhttp_stacked_retries_total, for
 	// EventStacked: "retryhttp", "idempotency_key", "operation",
 	// "amz_sdk_request", "stainless", "google".
 	Signal string
+	// Outcome names how the RoundTrip ended, for EventDone, as the outcome
+	// label of retryhttp_requests_total does, so that every telemetry names
+	// outcomes alike: the label of the Reason the Transport stopped for (a
+	// give-up such as "attempts", or "canceled"), and otherwise "success"
+	// (a final status below 400), "status" (a final status of 400 or more)
+	// or "error".
+	Outcome string
 }
 
 const (
@@ -78,7 +83,7 @@ const (
 	// is the caller's, Attempt the attempts sent, Response or Err the
 	// outcome (do not read the body) and GiveUp the reason no further
 	// attempt followed: ReasonNotRetryable for a success or a status not
-	// retried (see Outcome).
+	// retried; Outcome names the end.
 	EventDone
 	// EventHedge: a hedge was sent (see Hedging): Request is its copy and
 	// Attempt its attempt number.

@@ -1,6 +1,7 @@
 package retryhttp_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,15 +80,15 @@ func ExampleNewBreaker() {
 // Metrics registered on your own registry; serve it with promhttp.
 func ExampleNewMetrics() {
 	reg := prometheus.NewRegistry()
-	metrics, err := retryhttp.NewMetrics(reg)
+	metrics, err := retryhttp.NewMetrics(reg, retryhttp.MetricsOptions{})
 	if err != nil {
 		panic(err)
 	}
 	srv := flaky()
 	defer srv.Close()
 	client := &http.Client{Transport: &retryhttp.Transport{
-		Metrics: metrics,
-		Policy:  retryhttp.Policy{BaseDelay: time.Millisecond},
+		Hooks:  []retryhttp.Hook{metrics},
+		Policy: retryhttp.Policy{BaseDelay: time.Millisecond},
 	}}
 	resp, err := client.Get(srv.URL)
 	if err != nil {
@@ -122,7 +123,7 @@ func ExampleTransport_logger() {
 	}))
 	client := &http.Client{Transport: &retryhttp.Transport{
 		Logger: logger,
-		Policy: retryhttp.Policy{BaseDelay: 10 * time.Millisecond, Jitter: retryhttp.NoJitter},
+		Policy: retryhttp.Policy{BaseDelay: 10 * time.Millisecond, Jitter: retryhttp.JitterNone},
 	}}
 	resp, err := client.Get(srv.URL + "/items?token=secret")
 	if err != nil {
@@ -134,16 +135,18 @@ func ExampleTransport_logger() {
 	// level=DEBUG msg="retryhttp: retrying" method=GET path=/items attempt=2 trigger=503 status=503 wait=20ms
 }
 
-// OnRetry feeds every retry decision to your own telemetry; an injected
-// Idempotency-Key is visible on e.Request.
-func ExampleTransport_onRetry() {
+// A HookFunc feeds every retry decision to your own telemetry; an
+// injected Idempotency-Key is visible on e.Request.
+func ExampleTransport_hooks() {
 	srv := flaky()
 	defer srv.Close()
 	client := &http.Client{Transport: &retryhttp.Transport{
-		Policy: retryhttp.Policy{BaseDelay: 10 * time.Millisecond, Jitter: retryhttp.NoJitter},
-		OnRetry: func(e retryhttp.RetryEvent) {
-			fmt.Printf("attempt %d: %s, retrying in %v\n", e.Attempt, e.Trigger, e.Wait)
-		},
+		Policy: retryhttp.Policy{BaseDelay: 10 * time.Millisecond, Jitter: retryhttp.JitterNone},
+		Hooks: []retryhttp.Hook{retryhttp.HookFunc(func(_ context.Context, e retryhttp.Event) {
+			if e.Kind == retryhttp.EventRetry || e.Kind == retryhttp.EventGiveUp {
+				fmt.Printf("attempt %d: %s, retrying in %v\n", e.Attempt, e.Trigger, e.Wait)
+			}
+		})},
 	}}
 	resp, err := client.Get(srv.URL)
 	if err != nil {

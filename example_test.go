@@ -58,9 +58,9 @@ func ExampleTransport_wrapSDKClient() {
 		// The SDK's server says when a retry will not help.
 		ShouldRetry: func(_ *http.Request, resp *http.Response, _ error) retryhttp.Decision {
 			if resp != nil && resp.Header.Get("X-Should-Retry") == "false" {
-				return retryhttp.Stop
+				return retryhttp.DecisionStop
 			}
-			return retryhttp.Defer
+			return retryhttp.DecisionDefer
 		},
 	}
 	resp, err := sdkClient.Get(srv.URL)

@@ -33,9 +33,9 @@ func TestHiddenResendsAreCounted(t *testing.T) {
 	t.Run("counted as attempts", func(t *testing.T) {
 		srv := rt.Start(t, rt.Script{"/": {rt.Status(200), rt.Hangup(), rt.Status(200)}}, rt.Options{})
 		reg := prometheus.NewRegistry()
-		m, err := retryhttp.NewMetrics(reg)
+		m, err := retryhttp.NewMetrics(reg, retryhttp.MetricsOptions{})
 		require.NoError(t, err)
-		c := client(t, srv, &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 1}, Metrics: m})
+		c := client(t, srv, &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 1}, Hooks: []retryhttp.Hook{m}})
 		for range 2 {
 			resp, err := c.Get(srv.URL + "/")
 			require.NoError(t, err)
@@ -51,7 +51,11 @@ func TestHiddenResendsAreCounted(t *testing.T) {
 		srv := rt.Start(t, rt.Script{"/": {rt.Status(200), rt.Hangup(), rt.Status(503), rt.Status(200)}}, rt.Options{})
 		var attempts []int
 		c := client(t, srv, &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond},
-			OnRetry: func(e retryhttp.RetryEvent) { attempts = append(attempts, e.Attempt) }})
+			Hooks: []retryhttp.Hook{retryhttp.HookFunc(func(_ context.Context, e retryhttp.Event) {
+				if e.Kind == retryhttp.EventRetry || e.Kind == retryhttp.EventGiveUp {
+					attempts = append(attempts, e.Attempt)
+				}
+			})}})
 		resp, err := c.Get(srv.URL + "/")
 		require.NoError(t, err)
 		readAll(resp)

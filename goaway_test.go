@@ -2,6 +2,7 @@ package retryhttp_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -145,7 +146,11 @@ func TestGoAway(t *testing.T) {
 			base := h2cBase()
 			defer base.CloseIdleConnections()
 			var attempts int
-			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BaseDelay: 1}, OnRetry: func(e retryhttp.RetryEvent) { attempts = e.Attempt }}
+			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BaseDelay: 1}, Hooks: []retryhttp.Hook{retryhttp.HookFunc(func(_ context.Context, e retryhttp.Event) {
+				if e.Kind == retryhttp.EventRetry || e.Kind == retryhttp.EventGiveUp {
+					attempts = e.Attempt
+				}
+			})}}
 			var body io.Reader
 			if tc.method == "POST" {
 				body = strings.NewReader(`{"amount":1}`)

@@ -69,8 +69,9 @@ const (
 	hedgeMaxHosts   = 1024 // hosts whose latencies are kept; past it one is forgotten
 )
 
-// Validate reports a Hedging whose fields are out of range.
-func (h *Hedging) Validate() error {
+// validate reports a Hedging whose fields are out of range; RoundTrip
+// returns its error for a request that would be hedged.
+func (h *Hedging) validate() error {
 	switch {
 	case h.Delay < 0:
 		return fmt.Errorf("retryhttp: Hedging: Delay %v is negative", h.Delay)
@@ -266,7 +267,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 			r.observe(&c)
 			if c.err == nil && !r.rules.retryableStatus(c.resp.StatusCode, r.keyed) {
 				if c.n != n {
-					r.tell(ctx, &Event{Kind: EventHedgeWon, RetryEvent: RetryEvent{Request: c.req, Attempt: c.n}})
+					r.tell(ctx, &Event{Kind: EventHedgeWon, Request: c.req, Attempt: c.n})
 				}
 				for i, cancel := range cancels {
 					if i != c.n-n {
@@ -313,7 +314,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 					continue
 				}
 			}
-			r.tell(ctx, &Event{Kind: EventHedge, RetryEvent: RetryEvent{Request: areq, Attempt: n + sent}})
+			r.tell(ctx, &Event{Kind: EventHedge, Request: areq, Attempt: n + sent})
 			launch(areq, n+sent, tk)
 			inflight++
 			sent++

@@ -67,11 +67,11 @@ func TestHedgeWinsOverLoopback(t *testing.T) {
 			base := srv.Client().Transport.(*http.Transport).Clone()
 			defer base.CloseIdleConnections()
 			reg := prometheus.NewRegistry()
-			m, err := NewMetrics(reg)
+			m, err := NewMetrics(reg, MetricsOptions{})
 			require.NoError(t, err)
 			var events []EventKind
 			var mu sync.Mutex
-			tr := &Transport{Base: base, Hedge: &Hedging{Delay: 20 * time.Millisecond}, AttemptHeader: "X-Attempt", Metrics: m}
+			tr := &Transport{Base: base, Hedge: &Hedging{Delay: 20 * time.Millisecond}, AttemptHeader: "X-Attempt", Hooks: []Hook{m}}
 			tr.AddHook(eventsHook(func(e Event) { mu.Lock(); events = append(events, e.Kind); mu.Unlock() }))
 
 			start := time.Now()

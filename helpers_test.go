@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -134,4 +135,14 @@ func (c *closeTracker) Close() error { c.closed = true; return nil }
 
 // noWait is a policy whose waits are all zero, for tests about what is
 // retried rather than when.
-var noWait = Policy{BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: NoJitter}
+var noWait = Policy{BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: JitterNone}
+
+// retryHook is a Hook told of retry decisions alone (EventRetry and
+// EventGiveUp), what most tests record.
+func retryHook(f func(Event)) Hook {
+	return HookFunc(func(_ context.Context, e Event) {
+		if e.Kind == EventRetry || e.Kind == EventGiveUp {
+			f(e)
+		}
+	})
+}

@@ -9,9 +9,10 @@ import (
 )
 
 // Hook is the one way to attach an observer to a Transport, as go-redis's
-// Hook is: it is told of each retry decision, each stacked retry and each
-// RoundTrip's end. Transport.AddHook adds one; hooks are told in the order
-// they were added. HookFunc makes a function one.
+// Hook is: it is told of each retry decision, each stacked retry, each
+// hedge and each RoundTrip's end. A Transport's Hooks field lists them,
+// and Transport.AddHook adds one later; hooks are told in that order.
+// HookFunc makes a function one.
 //
 // A hook that also wraps requests (a span per request, per attempt, as
 // retryhttpotel's does) has either or both of these methods, found when it
@@ -29,9 +30,9 @@ import (
 // sent and sees it end. A wrapper must keep the RoundTripper contract:
 // resp.Request is the caller's request.
 //
-// Prometheus metrics (*[Metrics]), logs ([LogHook]), [OnRetryHook] and
-// retryhttpotel are Hooks; the Transport's Metrics, Logger and OnRetry
-// fields are shorthands for the first three and are told first.
+// Prometheus metrics (*[Metrics]), logs ([LogHook]) and retryhttpotel are
+// Hooks; the Transport's Logger field is told before them (see
+// Transport.Logger for why it is a field).
 type Hook interface {
 	// OnEvent is told of each retry decision (a retry scheduled, a
 	// give-up, before any wait), of each retry stacked on another
@@ -62,6 +63,7 @@ type (
 type hookSet struct {
 	list      []Hook
 	roundTrip http.RoundTripper // the WrapRoundTrip chain around the Transport's own loop
+	wraps     bool              // some hook has WrapAttempt
 
 	mu       sync.Mutex
 	attempts map[http.RoundTripper]http.RoundTripper // the WrapAttempt chain, per Base; guarded by mu
@@ -71,6 +73,9 @@ type hookSet struct {
 // built once per base (a Base of a type that cannot be compared, a func,
 // is wrapped anew on each RoundTrip).
 func (hs *hookSet) attempt(base http.RoundTripper) http.RoundTripper {
+	if !hs.wraps { // metrics and logs alone: no lock on the way to the Base
+		return base
+	}
 	wrap := func() http.RoundTripper {
 		rt := base
 		for i := len(hs.list) - 1; i >= 0; i-- {

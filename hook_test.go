@@ -40,14 +40,14 @@ func (h *recordingHook) OnEvent(_ context.Context, e Event) {
 	*h.log = append(*h.log, h.name+" "+e.Kind.String())
 }
 
-// Hooks compose in the order they were added, the first outermost; each
-// sees the request once, every attempt, and every decision after the
-// built-in observers.
+// Hooks compose in order, the Hooks field's first and then those added,
+// the first outermost; each sees the request once, every attempt, and
+// every decision.
 func TestHooksComposeInOrder(t *testing.T) {
 	var log []string
 	a, b := &recordingHook{"a", &log}, &recordingHook{"b", &log}
 	tr := &Transport{Base: script(status(503), status(200)), Policy: noWait, Budget: NoBudget,
-		OnRetry: func(RetryEvent) { log = append(log, "OnRetry") }}
+		Hooks: []Hook{retryHook(func(_ Event) { log = append(log, "field") })}}
 	tr.AddHook(a)
 	tr.AddHook(b)
 	tr.AddHook(a) // already there
@@ -57,11 +57,12 @@ func TestHooksComposeInOrder(t *testing.T) {
 	assert.Equal(t, []string{
 		"a request", "b request",
 		"a attempt", "b attempt",
-		"OnRetry", "a retry", "b retry",
+		"field", "a retry", "b retry",
 		"a attempt", "b attempt",
 		"a done", "b done",
 	}, log)
-	assert.Equal(t, []Hook{a, b}, tr.Hooks())
+	assert.Len(t, tr.hooks.Load().list, 3, "the field's hook, a and b")
+	assert.Len(t, tr.Hooks, 1, "AddHook leaves the field as it was")
 }
 
 // A give-up and a stacked retry reach the hooks too.
@@ -88,10 +89,11 @@ func TestHooksSeeGiveUpsAndStacking(t *testing.T) {
 	assert.Equal(t, "retryhttp", events[0].Signal)
 	assert.Equal(t, EventDone, events[1].Kind)
 	assert.Equal(t, ReasonNotRetryable, events[1].GiveUp)
+	assert.Equal(t, "status", events[1].Outcome, "the 503 the inner Transport gave up on, not retried here")
 }
 
-// The built-in observers are Hooks: a Metrics, a LogHook and an
-// OnRetryHook added with AddHook report what the fields report.
+// The Hooks field and AddHook report alike, and the Logger field logs
+// what a LogHook logs.
 func TestBuiltInObserversAreHooks(t *testing.T) {
 	run := func(tr *Transport) {
 		t.Helper()
@@ -100,22 +102,21 @@ func TestBuiltInObserversAreHooks(t *testing.T) {
 		resp.Body.Close()
 	}
 	fieldReg, hookReg := prometheus.NewRegistry(), prometheus.NewRegistry()
-	fieldM, err := NewMetrics(fieldReg)
+	fieldM, err := NewMetrics(fieldReg, MetricsOptions{})
 	require.NoError(t, err)
-	hookM, err := NewMetrics(hookReg)
+	hookM, err := NewMetrics(hookReg, MetricsOptions{})
 	require.NoError(t, err)
 	var fieldLogs, hookLogs bytes.Buffer
-	var fieldEvents, hookEvents []RetryEvent
+	var fieldEvents, hookEvents []Event
 
 	byFields := &Transport{Base: script(status(503), status(503), status(200)), Policy: noWait, Budget: NoBudget,
-		Metrics: fieldM,
-		Logger:  slog.New(slog.NewTextHandler(&fieldLogs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		OnRetry: func(e RetryEvent) { fieldEvents = append(fieldEvents, e) }}
+		Logger: slog.New(slog.NewTextHandler(&fieldLogs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Hooks:  []Hook{fieldM, retryHook(func(e Event) { fieldEvents = append(fieldEvents, e) })}}
 	byHooks := &Transport{Base: script(status(503), status(503), status(200)), Policy: noWait, Budget: NoBudget,
 		Logger: slog.New(slog.DiscardHandler)}
 	byHooks.AddHook(hookM)
 	byHooks.AddHook(&LogHook{Logger: slog.New(slog.NewTextHandler(&hookLogs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	byHooks.AddHook(OnRetryHook(func(e RetryEvent) { hookEvents = append(hookEvents, e) }))
+	byHooks.AddHook(retryHook(func(e Event) { hookEvents = append(hookEvents, e) }))
 	run(byFields)
 	run(byHooks)
 
@@ -172,19 +173,19 @@ func TestHookWrappersAreOptional(t *testing.T) {
 // logged at Debug, with its key.
 func TestReplayedResponsesCounted(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
 	var logs bytes.Buffer
 	replay := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 201, Header: http.Header{"Idempotent-Replayed": {"true"}}, Body: http.NoBody, Request: r}, nil
 	})
-	tr := &Transport{Base: replay, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	tr := &Transport{Base: replay, Hooks: []Hook{m}, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	for range 2 {
 		resp, err := tr.RoundTrip(newReq(t, "POST", "{}", http.Header{"Idempotency-Key": {"order-1"}}))
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
-	fresh := &Transport{Base: script(status(201)), Metrics: m}
+	fresh := &Transport{Base: script(status(201)), Hooks: []Hook{m}}
 	resp, err := fresh.RoundTrip(newReq(t, "POST", "{}", nil))
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -190,7 +190,7 @@ func TestScenarioBufferedBodyWithoutGetBody(t *testing.T) {
 func TestScenarioCancelMidWait(t *testing.T) {
 	protocols(t, func(t *testing.T, h2 bool) {
 		srv := rt.Start(t, rt.Script{"/": {rt.Status(503)}}, rt.Options{HTTP2: h2})
-		p := retryhttp.Policy{BaseDelay: time.Hour, MaxDelay: time.Hour, MaxElapsed: 2 * time.Hour, Jitter: retryhttp.NoJitter}
+		p := retryhttp.Policy{BaseDelay: time.Hour, MaxDelay: time.Hour, MaxElapsed: 2 * time.Hour, Jitter: retryhttp.JitterNone}
 		c := client(t, srv, &retryhttp.Transport{Policy: p})
 		ctx, cancel := context.WithCancel(t.Context())
 		trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { time.AfterFunc(20*time.Millisecond, cancel) }}
@@ -206,7 +206,7 @@ func TestScenarioCancelMidWait(t *testing.T) {
 
 func TestScenarioClientTimeout(t *testing.T) {
 	srv := rt.Start(t, rt.Script{"/": {rt.Status(503)}}, rt.Options{})
-	p := retryhttp.Policy{BaseDelay: time.Hour, MaxDelay: time.Hour, MaxElapsed: 2 * time.Hour, Jitter: retryhttp.NoJitter}
+	p := retryhttp.Policy{BaseDelay: time.Hour, MaxDelay: time.Hour, MaxElapsed: 2 * time.Hour, Jitter: retryhttp.JitterNone}
 	c := client(t, srv, &retryhttp.Transport{Policy: p})
 	c.Timeout = 5 * time.Second
 	start := time.Now()

@@ -153,10 +153,10 @@ func TestNestedTransportsAreDetected(t *testing.T) {
 	t.Run("both retry", func(t *testing.T) {
 		var logs bytes.Buffer
 		reg := prometheus.NewRegistry()
-		m, _ := NewMetrics(reg)
+		m, _ := NewMetrics(reg, MetricsOptions{})
 		base := script(status(503))
 		inner := &Transport{Base: base, Policy: noWait, Budget: NoBudget}
-		outer := &Transport{Base: inner, Policy: noWait, Budget: NoBudget, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		outer := &Transport{Base: inner, Policy: noWait, Budget: NoBudget, Hooks: []Hook{m}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 		for range 2 {
 			resp, err := outer.RoundTrip(newReq(t, "GET", "", nil))
 			require.NoError(t, err)
@@ -168,10 +168,10 @@ func TestNestedTransportsAreDetected(t *testing.T) {
 	})
 	t.Run("the inner sends once", func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		m, _ := NewMetrics(reg)
+		m, _ := NewMetrics(reg, MetricsOptions{})
 		base := script(status(503))
-		inner := &Transport{Base: base, Policy: Policy{MaxAttempts: 1}, Budget: NoBudget, Metrics: m, Logger: slog.New(slog.DiscardHandler)}
-		outer := &Transport{Base: inner, Policy: noWait, Budget: NoBudget, Metrics: m}
+		inner := &Transport{Base: base, Policy: Policy{MaxAttempts: 1}, Budget: NoBudget, Hooks: []Hook{m}, Logger: slog.New(slog.DiscardHandler)}
+		outer := &Transport{Base: inner, Policy: noWait, Budget: NoBudget, Hooks: []Hook{m}}
 		resp, err := outer.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -230,9 +230,9 @@ func TestStackedSDKRetries(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var logs bytes.Buffer
 				reg := prometheus.NewRegistry()
-				m, _ := NewMetrics(reg)
+				m, _ := NewMetrics(reg, MetricsOptions{})
 				base := script(status(503))
-				tr := &Transport{Base: base, Budget: NoBudget, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+				tr := &Transport{Base: base, Budget: NoBudget, Hooks: []Hook{m}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 				sdk(t, tr, 3, tc.mark)
 				assert.Equal(t, 4+3-1, base.attempts(), "R + S − 1")
 				assert.Equal(t, 2.0, value(scrape(t, reg), "retryhttp_stacked_retries_total", "signal="+tc.signal.String()))

@@ -49,8 +49,8 @@ import (
 // canceled (the caller's context ended), before_attempt (BeforeAttempt
 // stopped it), and each give-up reason.
 //
-// WithHostLabel adds a host label (scheme://host:port) to requests_total,
-// retries_total and give_ups_total.
+// MetricsOptions.HostLabel adds a host label (scheme://host:port) to
+// requests_total, retries_total and give_ups_total.
 type Metrics struct {
 	requests *prometheus.CounterVec // with a host label only; otherwise the hot counters
 	retries  *prometheus.CounterVec
@@ -63,21 +63,16 @@ type Metrics struct {
 	shared   *registryState
 }
 
-// MetricsOption changes what NewMetrics creates.
-type MetricsOption interface{ apply(*metricsConfig) }
-
-type metricsConfig struct{ maxHosts int }
-
-type hostLabelOption int
-
-func (o hostLabelOption) apply(c *metricsConfig) { c.maxHosts = int(o) }
-
-// WithHostLabel adds a host label to requests_total, retries_total and
-// give_ups_total, for at most maxHosts distinct hosts per registry;
-// requests to any further host are labelled "other", so a client that calls
-// many hosts cannot grow the series without bound. Off by default: a label
-// per host multiplies the series, and each labelled update costs a lookup.
-func WithHostLabel(maxHosts int) MetricsOption { return hostLabelOption(maxHosts) }
+// MetricsOptions configure NewMetrics. The zero value is the default.
+type MetricsOptions struct {
+	// HostLabel, if positive, adds a host label (scheme://host:port) to
+	// requests_total, retries_total and give_ups_total, for at most that
+	// many distinct hosts per registry; requests to any further host are
+	// labelled "other", so a client that calls many hosts cannot grow the
+	// series without bound. 0, the default, adds none: a label per host
+	// multiplies the series, and each labelled update costs a lookup.
+	HostLabel int
+}
 
 // hostLabels hands out the host label of a URL, bounded.
 type hostLabels struct {
@@ -87,7 +82,7 @@ type hostLabels struct {
 	n    int // labels handed out; guarded by mu
 }
 
-// otherHost labels the hosts past WithHostLabel's bound.
+// otherHost labels the hosts past HostLabel's bound.
 const otherHost = "other"
 
 func (h *hostLabels) label(u *url.URL) string {
@@ -130,14 +125,10 @@ var outcomes = func() (o [3 + len(reasons) - int(ReasonCanceled)]string) {
 	return o
 }()
 
-// Outcome names how a RoundTrip ended, as the outcome label of
-// retryhttp_requests_total does: the label of reason when the Transport
-// stopped for it (a give-up such as "attempts", or "canceled"), and
-// otherwise "success" (a final status below 400), "status" (a final status
-// of 400 or more) or "error". ReasonNone and ReasonNotRetryable name no
-// stop of their own. Exporters built on OnRetry (retryhttpotel) call it, so
-// that every telemetry names outcomes alike.
-func Outcome(resp *http.Response, err error, reason Reason) string {
+// outcomeOf names how a RoundTrip ended, as Event.Outcome and the outcome
+// label of retryhttp_requests_total do. ReasonNone and ReasonNotRetryable
+// name no stop of their own.
+func outcomeOf(resp *http.Response, err error, reason Reason) string {
 	if reason < ReasonCanceled || reason >= numReasons {
 		reason = ReasonNotRetryable
 	}
@@ -186,18 +177,15 @@ func methodIndex(m string) int {
 // NewMetrics creates the collectors and registers them on reg. It never
 // touches the global registry unless reg is prometheus.DefaultRegisterer.
 // If reg already holds retryhttp collectors with the same labels, they are
-// reused; with other labels (one NewMetrics with WithHostLabel, one
+// reused; with other labels (one NewMetrics with a HostLabel, one
 // without), or another host bound, it is an error.
-func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, error) {
+func NewMetrics(reg prometheus.Registerer, opts MetricsOptions) (*Metrics, error) {
 	if reg == nil {
 		return nil, errors.New("retryhttp: NewMetrics: nil Registerer")
 	}
-	var c metricsConfig
-	for _, opt := range opts {
-		opt.apply(&c)
-	}
+	c := struct{ maxHosts int }{opts.HostLabel}
 	if c.maxHosts < 0 {
-		return nil, fmt.Errorf("retryhttp: NewMetrics: WithHostLabel(%d): the bound must be positive", c.maxHosts)
+		return nil, fmt.Errorf("retryhttp: NewMetrics: HostLabel %d: the bound must be positive", c.maxHosts)
 	}
 	m := &Metrics{}
 	var err error
@@ -210,7 +198,7 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 		return nil, err
 	}
 	if m.shared.maxHosts != c.maxHosts {
-		return nil, fmt.Errorf("retryhttp: NewMetrics: WithHostLabel(%d) differs from the %d already registered on this registry", c.maxHosts, m.shared.maxHosts)
+		return nil, fmt.Errorf("retryhttp: NewMetrics: HostLabel %d differs from the %d already registered on this registry", c.maxHosts, m.shared.maxHosts)
 	}
 	triggerLabels, reasonLabels := []string{"trigger"}, []string{"reason"}
 	if c.maxHosts > 0 {
@@ -364,14 +352,6 @@ func (m *Metrics) stackedRetry(signal string) {
 	if m != nil {
 		m.stacked.WithLabelValues(signal).Inc()
 	}
-}
-
-// track adds b's circuits to the circuit_state gauge.
-func (m *Metrics) track(b *Breaker) {
-	if m == nil || b == nil {
-		return
-	}
-	m.shared.track(b)
 }
 
 // registryState is what the Metrics of one registry share, found again by

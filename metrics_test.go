@@ -74,17 +74,17 @@ series:
 
 func TestMetricsScraped(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
 	b, _ := NewBreaker(BreakerSettings{Failures: 2})
 
 	// 503, 503, 200: one success after three attempts.
-	tr := &Transport{Base: script(status(503), status(503), status(200)), Policy: noWait, Metrics: m}
+	tr := &Transport{Base: script(status(503), status(503), status(200)), Policy: noWait, Hooks: []Hook{m}}
 	resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
 	// Always 503, two attempts: a give-up on attempts.
-	tr2 := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 2, BaseDelay: time.Nanosecond}, Metrics: m, Breaker: b}
+	tr2 := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 2, BaseDelay: time.Nanosecond}, Hooks: []Hook{m}, Breaker: b}
 	resp, err = tr2.RoundTrip(newReq(t, "PUT", "", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -92,10 +92,10 @@ func TestMetricsScraped(t *testing.T) {
 	_, err = tr2.RoundTrip(newReq(t, "PUT", "", nil))
 	require.ErrorIs(t, err, ErrCircuitOpen)
 	// A 404, a network error that is not retried, an odd method.
-	resp, err = (&Transport{Base: script(status(404)), Metrics: m}).RoundTrip(newReq(t, "BREW", "", nil))
+	resp, err = (&Transport{Base: script(status(404)), Hooks: []Hook{m}}).RoundTrip(newReq(t, "BREW", "", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
-	_, err = (&Transport{Base: script(fail(errors.New("x"))), Metrics: m}).RoundTrip(newReq(t, "GET", "", nil))
+	_, err = (&Transport{Base: script(fail(errors.New("x"))), Hooks: []Hook{m}}).RoundTrip(newReq(t, "GET", "", nil))
 	require.Error(t, err)
 
 	f := scrape(t, reg)
@@ -123,31 +123,31 @@ func TestMetricsScraped(t *testing.T) {
 
 func TestMetricsRegisterTwiceShares(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m1, err := NewMetrics(reg)
+	m1, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
-	m2, err := NewMetrics(reg)
+	m2, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
 	for _, m := range []*Metrics{m1, m2} {
-		resp, err := (&Transport{Base: script(status(200)), Metrics: m}).RoundTrip(newReq(t, "GET", "", nil))
+		resp, err := (&Transport{Base: script(status(200)), Hooks: []Hook{m}}).RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
 	assert.Equal(t, 2.0, value(scrape(t, reg), "retryhttp_requests_total", "method=GET", "outcome=success"))
 
-	_, err = NewMetrics(nil)
+	_, err = NewMetrics(nil, MetricsOptions{})
 	assert.Error(t, err)
 	clash := prometheus.NewRegistry()
 	clash.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "retryhttp_requests_total", Help: "not ours"}))
-	_, err = NewMetrics(clash)
+	_, err = NewMetrics(clash, MetricsOptions{})
 	assert.ErrorContains(t, err, "retryhttp: NewMetrics")
 }
 
 func TestCircuitGaugeTurnsHalfOpenWithTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		m, _ := NewMetrics(reg)
+		m, _ := NewMetrics(reg, MetricsOptions{})
 		b, _ := NewBreaker(BreakerSettings{Failures: 1, OpenFor: time.Second})
-		tr := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 1}, Metrics: m, Breaker: b}
+		tr := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 1}, Hooks: []Hook{m}, Breaker: b}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -175,13 +175,13 @@ func TestLogsAndHook(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
 		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		var events []RetryEvent
+		var events []Event
 		tr := &Transport{
 			Base:                 script(retryAfter(503, "1"), fail(errReset), status(503)),
-			Policy:               Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, Jitter: NoJitter},
+			Policy:               Policy{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, Jitter: JitterNone},
 			InjectIdempotencyKey: true,
 			Logger:               logger,
-			OnRetry:              func(e RetryEvent) { events = append(events, e) },
+			Hooks:                []Hook{retryHook(func(e Event) { events = append(events, e) })},
 		}
 		req := newReq(t, "POST", "secret-body", http.Header{"Authorization": {"Bearer hunter2"}})
 		resp, err := tr.RoundTrip(req)
@@ -244,9 +244,9 @@ func TestMetricsIndexTables(t *testing.T) {
 // A POST-only client exposes POST series only: series appear when used.
 func TestMetricsSeriesAppearWhenUsed(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
-	resp, err := (&Transport{Base: script(status(201)), Metrics: m}).RoundTrip(newReq(t, "POST", "x", nil))
+	resp, err := (&Transport{Base: script(status(201)), Hooks: []Hook{m}}).RoundTrip(newReq(t, "POST", "x", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
 	f := scrape(t, reg)
@@ -258,11 +258,11 @@ func TestMetricsSeriesAppearWhenUsed(t *testing.T) {
 
 func TestMetricsHostLabel(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg, WithHostLabel(2))
+	m, err := NewMetrics(reg, MetricsOptions{HostLabel: 2})
 	require.NoError(t, err)
 	for _, u := range []string{"http://a.test/x", "http://a.test:80/y", "https://b.test/", "http://c.test/", "http://d.test/"} {
 		req, _ := http.NewRequest("GET", u, nil)
-		resp, err := (&Transport{Base: script(status(503), status(200)), Policy: noWait, Metrics: m}).RoundTrip(req)
+		resp, err := (&Transport{Base: script(status(503), status(200)), Policy: noWait, Hooks: []Hook{m}}).RoundTrip(req)
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
@@ -273,11 +273,11 @@ func TestMetricsHostLabel(t *testing.T) {
 	assert.Equal(t, 2.0, value(f, "retryhttp_retries_total", "host=other", "trigger=503"))
 	assert.Equal(t, -1.0, value(f, "retryhttp_requests_total", "host=http://c.test"))
 
-	_, err = NewMetrics(reg) // same names, other labels
+	_, err = NewMetrics(reg, MetricsOptions{}) // same names, other labels
 	assert.ErrorContains(t, err, "retryhttp: NewMetrics")
-	_, err = NewMetrics(prometheus.NewRegistry(), WithHostLabel(-1))
+	_, err = NewMetrics(prometheus.NewRegistry(), MetricsOptions{HostLabel: -1})
 	assert.ErrorContains(t, err, "must be positive")
-	shared, err := NewMetrics(reg, WithHostLabel(2))
+	shared, err := NewMetrics(reg, MetricsOptions{HostLabel: 2})
 	require.NoError(t, err, "same labels: shared")
 	assert.NotNil(t, shared)
 }
@@ -287,12 +287,12 @@ func TestMetricsHostLabel(t *testing.T) {
 // duplicate series.
 func TestCircuitGaugeTwoBreakersOneHost(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
 	open, _ := NewBreaker(BreakerSettings{Failures: 1})
 	closed, _ := NewBreaker(BreakerSettings{Failures: 5})
 	for _, b := range []*Breaker{open, closed} {
-		tr := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 1}, Metrics: m, Breaker: b}
+		tr := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 1}, Hooks: []Hook{m}, Breaker: b}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -308,7 +308,7 @@ func TestCircuitGaugeTwoBreakersOneHost(t *testing.T) {
 // Metrics: the Metrics does not keep them alive.
 func TestCircuitGaugeForgetsCollectedBreakers(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
 	keep, _ := NewBreaker(BreakerSettings{})
 	for i := range 5000 {
@@ -316,7 +316,7 @@ func TestCircuitGaugeForgetsCollectedBreakers(t *testing.T) {
 		if i == 0 {
 			b = keep
 		}
-		tr := &Transport{Base: script(status(200)), Metrics: m, Breaker: b}
+		tr := &Transport{Base: script(status(200)), Hooks: []Hook{m}, Breaker: b}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -337,20 +337,20 @@ func TestCircuitGaugeForgetsCollectedBreakers(t *testing.T) {
 // share it instead of doubling it.
 func TestHostLabelBoundPerRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m1, err := NewMetrics(reg, WithHostLabel(2))
+	m1, err := NewMetrics(reg, MetricsOptions{HostLabel: 2})
 	require.NoError(t, err)
-	m2, err := NewMetrics(reg, WithHostLabel(2))
+	m2, err := NewMetrics(reg, MetricsOptions{HostLabel: 2})
 	require.NoError(t, err)
 	for i, u := range []string{"http://a.test/", "http://b.test/", "http://c.test/", "http://d.test/"} {
 		m := []*Metrics{m1, m2}[i%2]
 		req, _ := http.NewRequest("GET", u, nil)
-		resp, err := (&Transport{Base: script(status(200)), Metrics: m}).RoundTrip(req)
+		resp, err := (&Transport{Base: script(status(200)), Hooks: []Hook{m}}).RoundTrip(req)
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
 	f := scrape(t, reg)
 	assert.Equal(t, 2.0, value(f, "retryhttp_requests_total", "host=other"), "c and d are past the shared bound of 2")
-	_, err = NewMetrics(reg, WithHostLabel(3))
+	_, err = NewMetrics(reg, MetricsOptions{HostLabel: 3})
 	assert.ErrorContains(t, err, "differs")
 }
 
@@ -358,7 +358,7 @@ func TestHostLabelBoundPerRegistry(t *testing.T) {
 // true) adds one series, "other", however many statuses it sends.
 func TestTriggerLabelIsBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
 	var n atomic.Int32
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -369,14 +369,14 @@ func TestTriggerLabelIsBounded(t *testing.T) {
 		h := http.Header{"X-Should-Retry": {"true"}}
 		return &http.Response{StatusCode: 440 + i/2, Header: h, Body: http.NoBody, Request: req}, nil
 	})
-	tr := &Transport{Base: base, Policy: noWait, Metrics: m, Budget: NoBudget}
+	tr := &Transport{Base: base, Policy: noWait, Hooks: []Hook{m}, Budget: NoBudget}
 	for range 50 {
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		require.Equal(t, 200, resp.StatusCode)
 		resp.Body.Close()
 	}
-	resp, err := (&Transport{Base: script(status(503), status(200)), Policy: noWait, Metrics: m}).RoundTrip(newReq(t, "GET", "", nil))
+	resp, err := (&Transport{Base: script(status(503), status(200)), Policy: noWait, Hooks: []Hook{m}}).RoundTrip(newReq(t, "GET", "", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
 	f := scrape(t, reg)
@@ -404,7 +404,7 @@ func TestOutcome(t *testing.T) {
 		{nil, ErrCircuitOpen, ReasonCircuitOpen, "circuit_open"},
 		{ok, nil, Reason(200), "success"},
 	} {
-		assert.Equal(t, tc.want, Outcome(tc.resp, tc.err, tc.reason), "%v %v %v", tc.resp, tc.err, tc.reason)
+		assert.Equal(t, tc.want, outcomeOf(tc.resp, tc.err, tc.reason), "%v %v %v", tc.resp, tc.err, tc.reason)
 	}
 	for i, o := range outcomes {
 		assert.NotEmpty(t, o, "outcome %d", i)

@@ -9,18 +9,13 @@ import (
 	"github.com/retryhttp/retryhttp/internal/wire"
 )
 
-// This file holds the built-in observers, each a [Hook]: *[Metrics],
-// [LogHook] and [OnRetryHook]. A Transport's Metrics, Logger and OnRetry
-// fields are shorthands for them, told before the hooks added with
-// [Transport.AddHook]; set a field or add the hook, not both, or each
-// event is counted twice.
+// This file holds the built-in observers, each a [Hook]: *[Metrics] and
+// [LogHook]. A Transport's Logger field logs what a LogHook would, before
+// the hooks are told.
 
 // OnEvent counts e: retries and their waits, requests with their outcome
 // and attempts, give-ups, stacked retries. A nil *Metrics counts nothing.
-func (m *Metrics) OnEvent(_ context.Context, e Event) { m.observe(&e) }
-
-// observe is OnEvent without the copy, for the Transport's Metrics field.
-func (m *Metrics) observe(e *Event) {
+func (m *Metrics) OnEvent(_ context.Context, e Event) {
 	if m == nil {
 		return
 	}
@@ -38,6 +33,19 @@ func (m *Metrics) observe(e *Event) {
 		m.hedges.Inc()
 	case EventHedgeWon:
 		m.won.Inc()
+	}
+}
+
+// breakerWatcher is the optional method of a Hook that reports a
+// Breaker's circuits: the Transport gives it its Breaker, once, so that
+// the Transport knows no concrete observer type.
+type breakerWatcher interface{ watchBreaker(*Breaker) }
+
+// watchBreaker adds b's circuits to the circuit_state gauge, read when the
+// registry is scraped.
+func (m *Metrics) watchBreaker(b *Breaker) {
+	if m != nil {
+		m.shared.track(b)
 	}
 }
 
@@ -67,18 +75,6 @@ func orDefault(l *slog.Logger) *slog.Logger {
 		return l
 	}
 	return slog.Default()
-}
-
-// OnRetryHook is a Hook that calls the function with the RetryEvent of
-// each retry and give-up (EventRetry, EventGiveUp): what
-// [Transport.OnRetry] is.
-type OnRetryHook func(RetryEvent)
-
-// OnEvent calls f for a retry or a give-up.
-func (f OnRetryHook) OnEvent(_ context.Context, e Event) {
-	if f != nil && (e.Kind == EventRetry || e.Kind == EventGiveUp) {
-		f(e.RetryEvent)
-	}
 }
 
 // replayed reports whether resp is a stored answer the server's

@@ -50,7 +50,7 @@ type Policy struct {
 	MaxBufferedBody int64
 
 	// Jitter picks how a backoff wait is randomised. The zero value is
-	// FullJitter.
+	// JitterFull.
 	Jitter Jitter
 }
 
@@ -60,28 +60,28 @@ type Policy struct {
 type Jitter int
 
 const (
-	// FullJitter waits U(0, ceiling): the least total work and the flattest
+	// JitterFull waits U(0, ceiling): the least total work and the flattest
 	// load of the strategies, the default.
-	FullJitter Jitter = 0
-	// EqualJitter waits ceiling/2 + U(0, ceiling/2): never less than half
+	JitterFull Jitter = 0
+	// JitterEqual waits ceiling/2 + U(0, ceiling/2): never less than half
 	// the ceiling.
-	EqualJitter Jitter = 1
-	// DecorrelatedJitter waits min(MaxDelay, U(BaseDelay, 3*previous wait)).
-	DecorrelatedJitter Jitter = 2
-	// NoJitter waits the ceiling exactly. Clients that failed together retry
+	JitterEqual Jitter = 1
+	// JitterDecorrelated waits min(MaxDelay, U(BaseDelay, 3*previous wait)).
+	JitterDecorrelated Jitter = 2
+	// JitterNone waits the ceiling exactly. Clients that failed together retry
 	// together; use it in tests, not in production.
-	NoJitter Jitter = 3
+	JitterNone Jitter = 3
 )
 
 func (j Jitter) String() string {
 	switch j {
-	case FullJitter:
+	case JitterFull:
 		return "full"
-	case EqualJitter:
+	case JitterEqual:
 		return "equal"
-	case DecorrelatedJitter:
+	case JitterDecorrelated:
 		return "decorrelated"
-	case NoJitter:
+	case JitterNone:
 		return "none"
 	}
 	return fmt.Sprintf("Jitter(%d)", int(j))
@@ -107,7 +107,7 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: MaxRetryAfter %v is negative", ErrInvalidPolicy, p.MaxRetryAfter)
 	case p.MaxBufferedBody < 0:
 		return fmt.Errorf("%w: MaxBufferedBody %d is negative", ErrInvalidPolicy, p.MaxBufferedBody)
-	case p.Jitter < FullJitter || p.Jitter > NoJitter:
+	case p.Jitter < JitterFull || p.Jitter > JitterNone:
 		return fmt.Errorf("%w: unknown %v", ErrInvalidPolicy, p.Jitter)
 	}
 	return nil
@@ -144,7 +144,7 @@ func (p Policy) resolve() (Policy, error) {
 // uniform random number in [0, 1) (rand.Float64()): the wait a Transport
 // uses between attempts, for a retry layer of your own (the outbox relay
 // spaces its deliveries with it). prev is the previous wait, read only by
-// DecorrelatedJitter (0 before the first retry). An invalid Policy waits
+// JitterDecorrelated (0 before the first retry). An invalid Policy waits
 // as the default one does.
 func (p Policy) Backoff(n int, prev time.Duration, r float64) time.Duration {
 	rp, err := p.resolve()
@@ -156,7 +156,7 @@ func (p Policy) Backoff(n int, prev time.Duration, r float64) time.Duration {
 
 // backoff returns the wait before retry n (0-based) of a resolved Policy.
 // prev is the previous wait (0 before the first retry; only
-// DecorrelatedJitter reads it) and r a uniform random number in [0, 1).
+// JitterDecorrelated reads it) and r a uniform random number in [0, 1).
 func (p Policy) backoff(n int, prev time.Duration, r float64) time.Duration {
 	return backoff.Delay(backoff.Jitter(p.Jitter), p.BaseDelay, p.MaxDelay, n, prev, r)
 }
@@ -166,9 +166,9 @@ type resolvedPolicy struct{ src, p Policy }
 
 // retryAfterSpread is added to a Retry-After wait so that clients told the
 // same instant do not all return on the same millisecond: up to one
-// BaseDelay, none with NoJitter.
+// BaseDelay, none with JitterNone.
 func (p Policy) retryAfterSpread(r float64) time.Duration {
-	if p.Jitter == NoJitter {
+	if p.Jitter == JitterNone {
 		return 0
 	}
 	return backoff.Scale(p.BaseDelay, r)

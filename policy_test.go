@@ -55,27 +55,27 @@ func TestBackoff(t *testing.T) {
 		r      float64
 		want   time.Duration
 	}{
-		{"none n=0", p(NoJitter), 0, 0, 0.5, 100 * ms},
-		{"none n=1", p(NoJitter), 1, 0, 0.5, 200 * ms},
-		{"none n=3", p(NoJitter), 3, 0, 0.5, 800 * ms},
-		{"none capped", p(NoJitter), 4, 0, 0.5, time.Second},
-		{"none n=1000 does not overflow", p(NoJitter), 1000, 0, 0.5, time.Second},
-		{"none negative n is the first", p(NoJitter), -3, 0, 0.5, 100 * ms},
-		{"full r=0", p(FullJitter), 2, 0, 0, 0},
-		{"full r=0.5", p(FullJitter), 2, 0, 0.5, 200 * ms},
-		{"full r just below 1", p(FullJitter), 2, 0, 0.999999, 399999600 * time.Nanosecond},
-		{"full capped", p(FullJitter), 10, 0, 0.5, 500 * ms},
-		{"full n=63", p(FullJitter), 63, 0, 0.25, 250 * ms},
-		{"equal r=0 is half", p(EqualJitter), 2, 0, 0, 200 * ms},
-		{"equal r=0.5", p(EqualJitter), 2, 0, 0.5, 300 * ms},
-		{"equal capped", p(EqualJitter), 9, 0, 0.5, 750 * ms},
-		{"decorrelated first: U(base, 3*base)", p(DecorrelatedJitter), 0, 0, 0.5, 200 * ms},
-		{"decorrelated r=0 is base", p(DecorrelatedJitter), 5, 300 * ms, 0, 100 * ms},
-		{"decorrelated from prev", p(DecorrelatedJitter), 5, 300 * ms, 0.5, 500 * ms},
-		{"decorrelated capped", p(DecorrelatedJitter), 5, 900 * ms, 0.9, time.Second},
-		{"zero policy: default base 200ms, n=0 none", Policy{Jitter: NoJitter}, 0, 0, 0, 200 * ms},
-		{"zero policy: default cap 10s", Policy{Jitter: NoJitter}, 20, 0, 0, 10 * time.Second},
-		{"base above cap waits the cap", Policy{BaseDelay: 5 * time.Second, MaxDelay: time.Second, Jitter: NoJitter}, 0, 0, 0, time.Second},
+		{"none n=0", p(JitterNone), 0, 0, 0.5, 100 * ms},
+		{"none n=1", p(JitterNone), 1, 0, 0.5, 200 * ms},
+		{"none n=3", p(JitterNone), 3, 0, 0.5, 800 * ms},
+		{"none capped", p(JitterNone), 4, 0, 0.5, time.Second},
+		{"none n=1000 does not overflow", p(JitterNone), 1000, 0, 0.5, time.Second},
+		{"none negative n is the first", p(JitterNone), -3, 0, 0.5, 100 * ms},
+		{"full r=0", p(JitterFull), 2, 0, 0, 0},
+		{"full r=0.5", p(JitterFull), 2, 0, 0.5, 200 * ms},
+		{"full r just below 1", p(JitterFull), 2, 0, 0.999999, 399999600 * time.Nanosecond},
+		{"full capped", p(JitterFull), 10, 0, 0.5, 500 * ms},
+		{"full n=63", p(JitterFull), 63, 0, 0.25, 250 * ms},
+		{"equal r=0 is half", p(JitterEqual), 2, 0, 0, 200 * ms},
+		{"equal r=0.5", p(JitterEqual), 2, 0, 0.5, 300 * ms},
+		{"equal capped", p(JitterEqual), 9, 0, 0.5, 750 * ms},
+		{"decorrelated first: U(base, 3*base)", p(JitterDecorrelated), 0, 0, 0.5, 200 * ms},
+		{"decorrelated r=0 is base", p(JitterDecorrelated), 5, 300 * ms, 0, 100 * ms},
+		{"decorrelated from prev", p(JitterDecorrelated), 5, 300 * ms, 0.5, 500 * ms},
+		{"decorrelated capped", p(JitterDecorrelated), 5, 900 * ms, 0.9, time.Second},
+		{"zero policy: default base 200ms, n=0 none", Policy{Jitter: JitterNone}, 0, 0, 0, 200 * ms},
+		{"zero policy: default cap 10s", Policy{Jitter: JitterNone}, 20, 0, 0, 10 * time.Second},
+		{"base above cap waits the cap", Policy{BaseDelay: 5 * time.Second, MaxDelay: time.Second, Jitter: JitterNone}, 0, 0, 0, time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,7 +83,7 @@ func TestBackoff(t *testing.T) {
 		})
 	}
 	t.Run("decorrelated huge prev does not overflow", func(t *testing.T) {
-		p := Policy{BaseDelay: ms, MaxDelay: math.MaxInt64, Jitter: DecorrelatedJitter}
+		p := Policy{BaseDelay: ms, MaxDelay: math.MaxInt64, Jitter: JitterDecorrelated}
 		got := backoffOf(p, 5, math.MaxInt64/2, 0.5)
 		// float64 arithmetic at this size: exact to within a microsecond.
 		assert.InDelta(t, float64(math.MaxInt64/2+ms/2), float64(got), float64(time.Microsecond))
@@ -93,7 +93,7 @@ func TestBackoff(t *testing.T) {
 // TestBackoffBounds checks every strategy against its stated range for many
 // random numbers and attempts.
 func TestBackoffBounds(t *testing.T) {
-	for _, j := range []Jitter{FullJitter, EqualJitter, DecorrelatedJitter, NoJitter} {
+	for _, j := range []Jitter{JitterFull, JitterEqual, JitterDecorrelated, JitterNone} {
 		p := Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: 3 * time.Second, Jitter: j}
 		var prev time.Duration
 		for n := range 80 {
@@ -101,13 +101,13 @@ func TestBackoffBounds(t *testing.T) {
 			d := backoffOf(p, n, prev, r)
 			c := backoff.Ceiling(p.BaseDelay, p.MaxDelay, n)
 			switch j {
-			case FullJitter:
+			case JitterFull:
 				assert.True(t, d >= 0 && d <= c, "%v n=%d: %v", j, n, d)
-			case EqualJitter:
+			case JitterEqual:
 				assert.True(t, d >= c/2 && d <= c, "%v n=%d: %v", j, n, d)
-			case DecorrelatedJitter:
+			case JitterDecorrelated:
 				assert.True(t, d >= p.BaseDelay && d <= p.MaxDelay && d <= 3*max(prev, p.BaseDelay), "%v n=%d prev=%v: %v", j, n, prev, d)
-			case NoJitter:
+			case JitterNone:
 				assert.Equal(t, c, d)
 			}
 			prev = d
@@ -116,14 +116,14 @@ func TestBackoffBounds(t *testing.T) {
 }
 
 func TestJitterString(t *testing.T) {
-	assert.Equal(t, "full", FullJitter.String())
-	assert.Equal(t, "decorrelated", DecorrelatedJitter.String())
+	assert.Equal(t, "full", JitterFull.String())
+	assert.Equal(t, "decorrelated", JitterDecorrelated.String())
 	assert.Equal(t, "Jitter(7)", Jitter(7).String())
 }
 
 // Backoff is the Transport's wait, for retry layers of one's own.
 func TestPolicyBackoff(t *testing.T) {
-	p := Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: NoJitter}
+	p := Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}
 	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 5: time.Second, 60: time.Second} {
 		assert.Equal(t, want, p.Backoff(n, 0, 0.5), "retry %d", n)
 	}
@@ -146,8 +146,8 @@ func TestReasonsTable(t *testing.T) {
 	assert.Equal(t, CircuitState(circuit.Closed), CircuitClosed)
 	assert.Equal(t, CircuitState(circuit.HalfOpen), CircuitHalfOpen)
 	assert.Equal(t, CircuitState(circuit.Open), CircuitOpen)
-	assert.Equal(t, Jitter(backoff.Full), FullJitter)
-	assert.Equal(t, Jitter(backoff.Equal), EqualJitter)
-	assert.Equal(t, Jitter(backoff.Decorrelated), DecorrelatedJitter)
-	assert.Equal(t, Jitter(backoff.None), NoJitter)
+	assert.Equal(t, Jitter(backoff.Full), JitterFull)
+	assert.Equal(t, Jitter(backoff.Equal), JitterEqual)
+	assert.Equal(t, Jitter(backoff.Decorrelated), JitterDecorrelated)
+	assert.Equal(t, Jitter(backoff.None), JitterNone)
 }

@@ -18,29 +18,29 @@ type RetryHint func(resp *http.Response, now time.Time) (wait time.Duration, ok 
 // DefaultRetryHints returns the hints a Transport reads when RetryHints is
 // nil, first match wins, as a new slice to extend or reorder:
 //
-//   - RetryAfterMs: Retry-After-Ms (milliseconds; OpenAI, Anthropic).
-//   - AmzRetryAfter: x-amz-retry-after (milliseconds; AWS services).
-//   - RateLimitFields: the IETF RateLimit field (draft-ietf-httpapi-
+//   - Retry-After-Ms (milliseconds; OpenAI, Anthropic).
+//   - x-amz-retry-after (milliseconds; AWS services).
+//   - the IETF RateLimit field (draft-ietf-httpapi-
 //     ratelimit-headers: `"default";r=0;t=30`, as Cloudflare sends) and the
 //     older drafts' RateLimit-Reset, seconds or a Unix time (GitLab) told
-//     apart by size, as UnitAuto does.
-//   - OpenAIResets: x-ratelimit-reset-requests and -tokens ("6m0s", "1s",
+//     apart by size, as ResetUnitAuto does.
+//   - x-ratelimit-reset-requests and -tokens ("6m0s", "1s",
 //     "20ms").
-//   - RateLimitReset("X-RateLimit-Reset", UnitAuto): seconds or a Unix
+//   - RateLimitReset("X-RateLimit-Reset", ResetUnitAuto): seconds or a Unix
 //     time (GitHub), told apart by size.
 func DefaultRetryHints() []RetryHint {
-	return []RetryHint{RetryAfterMs, AmzRetryAfter, RateLimitFields, OpenAIResets, RateLimitReset("X-RateLimit-Reset", UnitAuto)}
+	return []RetryHint{retryAfterMs, amzRetryAfter, rateLimitFields, openAIResets, RateLimitReset("X-RateLimit-Reset", ResetUnitAuto)}
 }
 
-// RetryAfterMs reads Retry-After-Ms: a wait in milliseconds, fractional
+// retryAfterMs reads Retry-After-Ms: a wait in milliseconds, fractional
 // allowed.
-func RetryAfterMs(resp *http.Response, _ time.Time) (time.Duration, bool) {
+func retryAfterMs(resp *http.Response, _ time.Time) (time.Duration, bool) {
 	return millis(field(resp.Header, "Retry-After-Ms"))
 }
 
-// AmzRetryAfter reads x-amz-retry-after, AWS's own pushback: a wait in
+// amzRetryAfter reads x-amz-retry-after, AWS's own pushback: a wait in
 // milliseconds. Capped by Policy.MaxRetryAfter like every hint.
-func AmzRetryAfter(resp *http.Response, _ time.Time) (time.Duration, bool) {
+func amzRetryAfter(resp *http.Response, _ time.Time) (time.Duration, bool) {
 	return millis(field(resp.Header, "X-Amz-Retry-After"))
 }
 
@@ -62,20 +62,20 @@ func millis(v string) (time.Duration, bool) {
 type ResetUnit int
 
 const (
-	// UnitAuto reads a number of at least 1,000,000,000 as a Unix time and
+	// ResetUnitAuto reads a number of at least 1,000,000,000 as a Unix time and
 	// a smaller one as seconds to wait: a delay of 31 years is no delay an
 	// API means, and a Unix time below 2001 is in the past, so the rule
 	// cannot mistake one for the other in a way that makes the client wait
 	// decades.
-	UnitAuto ResetUnit = iota
-	// UnitSeconds: seconds to wait (fractions allowed).
-	UnitSeconds
-	// UnitUnix: a Unix time in seconds, when the limit resets.
-	UnitUnix
+	ResetUnitAuto ResetUnit = iota
+	// ResetUnitSeconds: seconds to wait (fractions allowed).
+	ResetUnitSeconds
+	// ResetUnitUnix: a Unix time in seconds, when the limit resets.
+	ResetUnitUnix
 )
 
 // RateLimitReset returns a hint that reads header as a reset time in unit,
-// for APIs whose dialect you know (GitHub's X-RateLimit-Reset is UnitUnix).
+// for APIs whose dialect you know (GitHub's X-RateLimit-Reset is ResetUnitUnix).
 // It applies to a 429, or to any retryable response whose
 // X-RateLimit-Remaining is 0: a reset says when the quota is back, which
 // says nothing about a 503 with quota left.
@@ -96,7 +96,7 @@ func parseReset(v string, unit ResetUnit, now time.Time) (time.Duration, bool) {
 	if err != nil || n < 0 || n != n {
 		return 0, false
 	}
-	if unit == UnitUnix || unit == UnitAuto && n >= 1e9 {
+	if unit == ResetUnitUnix || unit == ResetUnitAuto && n >= 1e9 {
 		at := time.Unix(0, 0).Add(seconds(n))
 		if !at.After(now) {
 			return 0, true // the reset has passed: go now
@@ -112,21 +112,21 @@ func exhausted(resp *http.Response, header string) bool {
 	return resp.StatusCode == http.StatusTooManyRequests || trimOWS(field(resp.Header, header)) == "0"
 }
 
-// RateLimitFields reads the IETF RateLimit header fields. The current
+// rateLimitFields reads the IETF RateLimit header fields. The current
 // drafts send `RateLimit: "policy";r=<remaining>;t=<seconds to reset>`, a
 // list with one item per quota policy: the wait is the longest t among the
 // items whose r is 0 (on a 429 with none at 0, the shortest t). The older
 // drafts sent RateLimit-Reset: <seconds>, read when RateLimit-Remaining is 0
 // or the status is 429; GitLab sends a Unix time there, read as one by
-// UnitAuto's rule.
-func RateLimitFields(resp *http.Response, now time.Time) (time.Duration, bool) {
+// ResetUnitAuto's rule.
+func rateLimitFields(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if v := field(resp.Header, "Ratelimit"); v != "" {
 		if d, ok := parseRateLimitField(v, resp.StatusCode == http.StatusTooManyRequests); ok {
 			return d, true
 		}
 	}
 	if v := trimOWS(field(resp.Header, "Ratelimit-Reset")); v != "" && exhausted(resp, "Ratelimit-Remaining") {
-		return parseReset(v, UnitAuto, now)
+		return parseReset(v, ResetUnitAuto, now)
 	}
 	return 0, false
 }
@@ -174,11 +174,11 @@ func parseRateLimitField(v string, is429 bool) (time.Duration, bool) {
 	return 0, false
 }
 
-// OpenAIResets reads OpenAI's x-ratelimit-reset-requests and
+// openAIResets reads OpenAI's x-ratelimit-reset-requests and
 // x-ratelimit-reset-tokens (durations: "6m0s", "1s", "20ms"). The wait is
 // the longest reset among the quotas whose x-ratelimit-remaining-* is 0;
 // when neither says 0, the shortest reset, on a 429 only.
-func OpenAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
+func openAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
 	var longestExhausted, shortest time.Duration = -1, -1
 	for _, q := range [...]struct{ reset, remaining string }{
 		{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Requests"},

@@ -73,14 +73,14 @@ func TestRetryHints(t *testing.T) {
 
 func TestRateLimitResetUnits(t *testing.T) {
 	resp := &http.Response{StatusCode: 429, Header: hdr("X-Reset", "1764504000")}
-	d, ok := RateLimitReset("X-Reset", UnitSeconds)(resp, hintNow)
+	d, ok := RateLimitReset("X-Reset", ResetUnitSeconds)(resp, hintNow)
 	assert.True(t, ok)
 	assert.Greater(t, d, 24*365*time.Hour, "read as seconds it is decades: the caller's MaxRetryAfter turns it into a give-up")
-	d, ok = RateLimitReset("x-reset", UnitUnix)(resp, time.Unix(1764504000-5, 0))
+	d, ok = RateLimitReset("x-reset", ResetUnitUnix)(resp, time.Unix(1764504000-5, 0))
 	assert.True(t, ok)
 	assert.Equal(t, 5*time.Second, d)
 	resp = &http.Response{StatusCode: 429, Header: hdr("X-Reset", "5")}
-	d, _ = RateLimitReset("X-Reset", UnitUnix)(resp, hintNow)
+	d, _ = RateLimitReset("X-Reset", ResetUnitUnix)(resp, hintNow)
 	assert.Equal(t, time.Duration(0), d, "a Unix time of 5 is long past")
 }
 
@@ -89,7 +89,7 @@ func TestRateLimitResetUnits(t *testing.T) {
 func TestRetryHintsInTransport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := script(step{status: 429, header: hdr("X-Ratelimit-Reset-Requests", "2s", "X-Ratelimit-Remaining-Requests", "0")}, status(200))
-		tr := &Transport{Base: base, Policy: Policy{Jitter: NoJitter}}
+		tr := &Transport{Base: base, Policy: Policy{Jitter: JitterNone}}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -103,15 +103,15 @@ func TestRetryHintsInTransport(t *testing.T) {
 			return 0, false
 		}
 		base = script(step{status: 503, header: hdr("X-Backoff-Seconds", "7")}, status(200))
-		tr = &Transport{Base: base, Policy: Policy{Jitter: NoJitter}, RetryHints: append(DefaultRetryHints(), custom)}
+		tr = &Transport{Base: base, Policy: Policy{Jitter: JitterNone}, RetryHints: append(DefaultRetryHints(), custom)}
 		resp, err = tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, []time.Duration{7 * time.Second}, base.gaps())
 
 		base = script(step{status: 429, header: hdr("Ratelimit", `"day";r=0;t=86400`)}, status(200))
-		var events []RetryEvent
-		tr = &Transport{Base: base, OnRetry: func(e RetryEvent) { events = append(events, e) }}
+		var events []Event
+		tr = &Transport{Base: base, Hooks: []Hook{retryHook(func(e Event) { events = append(events, e) })}}
 		resp, err = tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -120,14 +120,14 @@ func TestRetryHintsInTransport(t *testing.T) {
 
 		base = script(step{status: 503, header: hdr("X-Amz-Retry-After", "3600000")}, status(200))
 		events = nil
-		tr = &Transport{Base: base, OnRetry: func(e RetryEvent) { events = append(events, e) }}
+		tr = &Transport{Base: base, Hooks: []Hook{retryHook(func(e Event) { events = append(events, e) })}}
 		resp, err = tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, ReasonRetryAfterTooLong, events[0].GiveUp, "an hour of x-amz-retry-after is capped like Retry-After")
 
 		base = script(step{status: 429, header: hdr("Retry-After-Ms", "300")}, status(200))
-		tr = &Transport{Base: base, Policy: Policy{Jitter: NoJitter}, RetryHints: []RetryHint{}}
+		tr = &Transport{Base: base, Policy: Policy{Jitter: JitterNone}, RetryHints: []RetryHint{}}
 		resp, err = tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -171,9 +171,9 @@ func TestServerRetrySignals(t *testing.T) {
 		base := script(step{status: 503, header: hdr("X-Should-Retry", "false")}, status(200))
 		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(_ *http.Request, resp *http.Response, _ error) Decision {
 			if resp.StatusCode == 503 {
-				return Retry
+				return DecisionRetry
 			}
-			return Defer
+			return DecisionDefer
 		}}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
@@ -215,9 +215,9 @@ func TestPeekBody(t *testing.T) {
 		p := BodyPrefix(resp)
 		seen = append(seen, p)
 		if bytes.Contains(p, []byte("ThrottlingException")) {
-			return Retry
+			return DecisionRetry
 		}
-		return Defer
+		return DecisionDefer
 	}}
 	resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 	require.NoError(t, err)
@@ -256,7 +256,7 @@ func FuzzRetryHints(f *testing.F) {
 // defaults reads a header they would read otherwise.
 func TestOwnHintBeforeTheDefaults(t *testing.T) {
 	resp := &http.Response{StatusCode: 429, Header: hdr("X-Ratelimit-Reset", "30")}
-	mine := RateLimitReset("X-RateLimit-Reset", UnitUnix) // this API sends an epoch, even a small one
+	mine := RateLimitReset("X-RateLimit-Reset", ResetUnitUnix) // this API sends an epoch, even a small one
 	if d, ok := ServerWait(resp, hintNow, append(DefaultRetryHints(), mine)); !ok || d != 30*time.Second {
 		t.Errorf("appended: %v %v, want the default's 30 s", d, ok)
 	}

@@ -12,7 +12,7 @@ import "strconv"
 type Reason uint8
 
 const (
-	// ReasonNone: no stop; a retry follows. Only RetryEvent.GiveUp holds it.
+	// ReasonNone: no stop; a retry follows. Only Event.GiveUp holds it.
 	ReasonNone Reason = iota
 	// ReasonNotRetryable: the outcome or the request is not safe or not
 	// useful to retry (a success, a 4xx, a TLS error, a POST without a key
@@ -85,7 +85,7 @@ func (r Reason) text() string {
 }
 
 // Trigger names what made an attempt's outcome worth retrying: a response
-// status ("503"), TriggerNetwork or TriggerTimeout. It is RetryEvent.Trigger,
+// status ("503"), TriggerNetwork or TriggerTimeout. It is Event.Trigger,
 // the trigger field of logs and the trigger label of
 // retryhttp_retries_total. A trigger is why a retry was wanted; a Reason is
 // why none followed.

@@ -218,7 +218,7 @@ func TestThrottledRetryReturnsTheLastResponse(t *testing.T) {
 	}
 	var giveUp Reason
 	retrying := &Transport{Base: down, Throttle: th, Policy: Policy{MaxAttempts: 2, BaseDelay: time.Nanosecond}, Budget: NoBudget,
-		Logger: slog.New(slog.DiscardHandler), OnRetry: func(e RetryEvent) { giveUp = e.GiveUp }}
+		Logger: slog.New(slog.DiscardHandler), Hooks: []Hook{retryHook(func(e Event) { giveUp = e.GiveUp })}}
 	// The first attempt is the n-th request (p 0); its 503 makes the retry's
 	// probability n/(n+1).
 	resp, err := retrying.RoundTrip(newReq(t, "GET", "", nil))

@@ -81,7 +81,7 @@ type Transport struct {
 
 	// ShouldRetry, if set, is asked first about every attempt's outcome:
 	// exactly one of resp and err is non-nil, and req is the request that was
-	// sent (with any injected key). Returning Defer applies the built-in
+	// sent (with any injected key). Returning DecisionDefer applies the built-in
 	// rules. It must not read resp.Body (see PeekBody). Use it for signals
 	// the rules do not know. Whatever it says, a request that is not safe
 	// to send again is not retried.
@@ -144,22 +144,20 @@ type Transport struct {
 	// means no throttle.
 	Throttle *Throttle
 
-	// Metrics, if set, counts requests, attempts, retries and give-ups
-	// (see [NewMetrics]). nil counts nothing at no cost. It is the
-	// Hook *Metrics, told before the hooks added with AddHook.
-	Metrics *Metrics
+	// Hooks are told of each retry decision, each stacked retry, each
+	// hedge and each RoundTrip's end, in order (see Hook): Prometheus
+	// metrics (*[Metrics]), a second logger ([LogHook]), retryhttpotel's
+	// spans, a [HookFunc] of your own. AddHook adds one after construction.
+	Hooks []Hook
 
-	// Logger gets what a [LogHook] logs: one Debug record per retry, one
-	// Warn record per give-up, one Warn record per kind of stacked retry.
-	// nil means slog.Default(), as for every Logger in this library; a
-	// Logger on slog.DiscardHandler is silent.
+	// Logger gets one Debug record per retry, one Warn record per give-up
+	// and one Warn record per kind of stacked retry (what a [LogHook]
+	// logs). nil means slog.Default(), as for every Logger in this
+	// library; a Logger on slog.DiscardHandler is silent. It is a field,
+	// not a hook to add, because a Transport logs its give-ups by default,
+	// as net/http logs to its ErrorLog: the field is where that default is
+	// redirected or silenced.
 	Logger *slog.Logger
-
-	// OnRetry, if set, is called on every retry decision and every give-up,
-	// before the wait, on the RoundTrip's goroutine: the [OnRetryHook],
-	// told after Metrics and Logger and before the hooks added with
-	// AddHook.
-	OnRetry func(RetryEvent)
 
 	ownBudget    Budget                                             // the default budget, when Budget is nil
 	seen         recentKeys                                         // keys sent recently, to recognise an upper layer's retry
@@ -187,13 +185,14 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// trackBreaker adds the Breaker's circuits to the circuit_state gauge of
-// every *Metrics the Transport reports to.
+// trackBreaker gives the Breaker to every hook that reports its
+// circuits (*Metrics' circuit_state gauge reads them when scraped).
 func (t *Transport) trackBreaker() {
-	t.Metrics.track(t.Breaker)
-	for _, h := range t.Hooks() {
-		if m, ok := h.(*Metrics); ok {
-			m.track(t.Breaker)
+	if hs := t.hookSet(); hs != nil {
+		for _, h := range hs.list {
+			if w, ok := h.(breakerWatcher); ok {
+				w.watchBreaker(t.Breaker)
+			}
 		}
 	}
 }
@@ -214,9 +213,9 @@ func (t *Transport) trackBreaker() {
 // response, means the breaker refused the first attempt: nothing was
 // sent. So branch on err for "nothing came back" and on the status for
 // what did; the reason a response came back after retries is in the logs,
-// the metrics and OnRetry, which always agree.
+// the metrics and the hooks' events, which always agree.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if hs := t.hooks.Load(); hs != nil {
+	if hs := t.hookSet(); hs != nil {
 		return hs.roundTrip.RoundTrip(req)
 	}
 	return t.roundTrip(req)
@@ -272,7 +271,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	base := t.baseTransport()
 	sendVia := base // base, or the hooks' WrapAttempt chain around it
-	if hs := t.hooks.Load(); hs != nil {
+	if hs := t.hookSet(); hs != nil {
 		sendVia = hs.attempt(base)
 	}
 	budget := t.retryBudget()
@@ -292,10 +291,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	budget.deposit(start)
 	lastRead := start       // the latest clock reading, close enough for the Throttle's window
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
-	var prev time.Duration  // the previous backoff wait, for DecorrelatedJitter
+	var prev time.Duration  // the previous backoff wait, for JitterDecorrelated
 	var hedge *raceParams   // set when this request may be hedged
 	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, hasKey, body.replayable) {
-		if err := t.Hedge.Validate(); err != nil {
+		if err := t.Hedge.validate(); err != nil {
 			closeRequestBody(req)
 			return nil, err
 		}
@@ -385,7 +384,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return t.finish(req, resp, err, attempt, stop, p)
 		}
-		e := RetryEvent{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
+		e := Event{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
 		prev = p.backoff(attempt-1, prev, rand.Float64())
 		var now time.Duration
 		e.Wait, e.GiveUp, now = t.nextWait(ctx, p, resp, attempt, start, prev, circuitOf)
@@ -393,7 +392,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if e.GiveUp == ReasonNone && !budget.withdraw(now) {
 			e.GiveUp = ReasonBudget
 		}
-		t.event(ctx, e)
+		t.event(ctx, &e)
 		if e.GiveUp != ReasonNone {
 			return t.finish(req, resp, err, attempt, e.GiveUp, p)
 		}
@@ -483,11 +482,11 @@ func (t *Transport) retryBudget() *Budget {
 // the event names areq, the attempt that could not be sent, and the
 // caller's req is the response's Request.
 func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, last *http.Response, cause error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
-	e := RetryEvent{Request: areq, Attempt: attempts, Response: last, GiveUp: reason}
+	e := Event{Request: areq, Attempt: attempts, Response: last, GiveUp: reason}
 	if last == nil {
 		e.Err = cause
 	}
-	t.event(ctx, e)
+	t.event(ctx, &e)
 	return t.finish(req, last, e.Err, attempts, reason, p)
 }
 
@@ -496,8 +495,9 @@ func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, las
 // marked spent, so that a Transport above does not retry it again; one
 // that sends once leaves the retrying to the layer above.
 func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
-	if t.Metrics != nil || t.hooks.Load() != nil || replayed(resp) { // the observers of EventDone; the logs, of a replay
-		t.tell(req.Context(), &Event{Kind: EventDone, RetryEvent: RetryEvent{Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason}})
+	if t.hooks.Load() != nil || replayed(resp) { // the observers of EventDone; the logs, of a replay
+		t.tell(req.Context(), &Event{Kind: EventDone, Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason,
+			Outcome: outcomeOf(resp, err, reason)})
 	}
 	retried := p.MaxAttempts > 1
 	if err != nil {
@@ -518,35 +518,47 @@ func (t *Transport) rules() rules {
 }
 
 // event reports a retry decision (EventRetry or EventGiveUp) to the
-// built-in observers and the hooks.
-func (t *Transport) event(ctx context.Context, e RetryEvent) {
-	kind := EventRetry
+// Logger and the hooks.
+func (t *Transport) event(ctx context.Context, e *Event) {
+	e.Kind = EventRetry
 	if e.GiveUp != ReasonNone {
-		kind = EventGiveUp
+		e.Kind = EventGiveUp
 	}
-	t.tell(ctx, &Event{Kind: kind, RetryEvent: e})
+	t.tell(ctx, e)
 }
 
-// tell reports e to the built-in observers (the Metrics, Logger and
-// OnRetry fields, in that order), then to the hooks.
+// tell reports e to the Logger, then to the hooks.
 func (t *Transport) tell(ctx context.Context, e *Event) {
-	t.Metrics.observe(e)
 	if e.Kind != EventDone || replayed(e.Response) { // of a RoundTrip's end, the logs tell only a replay
 		logEvent(ctx, orDefault(t.Logger), &t.stackWarned, *e)
-	}
-	if e.Kind != EventDone {
-		OnRetryHook(t.OnRetry).OnEvent(ctx, *e)
 	}
 	if hs := t.hooks.Load(); hs != nil {
 		hs.emit(ctx, *e)
 	}
 }
 
-// AddHook adds h to the Transport's hooks, after those added before; a
-// hook already added (the same pointer, or an equal comparable value) is
-// not added again. It is safe to call while the
+// hookSet returns the Transport's hooks, the Hooks field's first; nil
+// when there are none, so that a Transport without hooks pays one atomic
+// load for them.
+func (t *Transport) hookSet() *hookSet {
+	if hs := t.hooks.Load(); hs != nil || len(t.Hooks) == 0 {
+		return hs
+	}
+	t.hookMu.Lock()
+	defer t.hookMu.Unlock()
+	if hs := t.hooks.Load(); hs != nil {
+		return hs
+	}
+	return t.storeHooks(nil, t.Hooks...)
+}
+
+// AddHook adds h to the Transport's hooks, after the Hooks field's and
+// those added before; a hook already added (the same pointer, or an equal
+// comparable value) is not added again. It is safe to call while the
 // Transport is in use: RoundTrips that have begun finish with the hooks
-// they began with.
+// they began with. It is for telemetry that attaches to a Transport it did
+// not build (retryhttpotel.Instrument); a Transport you build takes its
+// hooks in the Hooks field.
 func (t *Transport) AddHook(h Hook) {
 	if h == nil {
 		return
@@ -554,36 +566,43 @@ func (t *Transport) AddHook(h Hook) {
 	t.hookMu.Lock()
 	defer t.hookMu.Unlock()
 	old := t.hooks.Load()
-	var hs hookSet
-	if old != nil {
-		comparable := reflect.TypeOf(h).Comparable() // a func hook cannot be compared, nor found again
-		for _, x := range old.list {
-			if comparable && reflect.TypeOf(x) == reflect.TypeOf(h) && x == h {
-				return
-			}
-		}
-		hs.list = append(hs.list, old.list...)
+	if old == nil {
+		old = &hookSet{list: t.Hooks}
 	}
-	hs.list = append(hs.list, h)
+	comparable := reflect.TypeOf(h).Comparable() // a func hook cannot be compared, nor found again
+	for _, x := range old.list {
+		if comparable && reflect.TypeOf(x) == reflect.TypeOf(h) && x == h {
+			return
+		}
+	}
+	t.storeHooks(old.list, h)
+	if w, ok := h.(breakerWatcher); ok && t.Breaker != nil {
+		w.watchBreaker(t.Breaker)
+	}
+}
+
+// storeHooks stores and returns the set of list and then add, with its
+// WrapRoundTrip chain built; t.hookMu is held.
+func (t *Transport) storeHooks(list []Hook, add ...Hook) *hookSet {
+	hs := &hookSet{list: make([]Hook, 0, len(list)+len(add))}
+	hs.list = append(hs.list, list...)
+	for _, h := range add {
+		if h != nil {
+			hs.list = append(hs.list, h)
+		}
+	}
 	var rt http.RoundTripper = loop{t}
 	for i := len(hs.list) - 1; i >= 0; i-- {
 		if w, ok := hs.list[i].(roundTripWrapper); ok {
 			rt = w.WrapRoundTrip(rt)
 		}
+		if _, ok := hs.list[i].(attemptWrapper); ok {
+			hs.wraps = true
+		}
 	}
 	hs.roundTrip = rt
-	t.hooks.Store(&hs)
-	if m, ok := h.(*Metrics); ok && t.Breaker != nil {
-		m.track(t.Breaker)
-	}
-}
-
-// Hooks returns the hooks added, in order.
-func (t *Transport) Hooks() []Hook {
-	if hs := t.hooks.Load(); hs != nil {
-		return append([]Hook(nil), hs.list...)
-	}
-	return nil
+	t.hooks.Store(hs)
+	return hs
 }
 
 // loop is the Transport's own retry loop, innermost in the WrapRoundTrip
@@ -632,5 +651,5 @@ func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bo
 // retries and the Transport's do not multiply, and is counted, but it is
 // the design working, not a setting to fix.
 func (t *Transport) stacked(ctx context.Context, req *http.Request, signal stackedSignal) {
-	t.tell(ctx, &Event{Kind: EventStacked, RetryEvent: RetryEvent{Request: req}, Signal: signal.String()})
+	t.tell(ctx, &Event{Kind: EventStacked, Request: req, Signal: signal.String()})
 }

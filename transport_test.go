@@ -197,11 +197,11 @@ func TestRetryStatusesAndShouldRetry(t *testing.T) {
 			gotReq = req
 			switch resp.Header.Get("X-Should-Retry") {
 			case "true":
-				return Retry
+				return DecisionRetry
 			case "false":
-				return Stop
+				return DecisionStop
 			}
-			return Defer
+			return DecisionDefer
 		}}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestRetryStatusesAndShouldRetry(t *testing.T) {
 	})
 	t.Run("hook cannot make an unsafe POST retry", func(t *testing.T) {
 		base := script(status(503), status(200))
-		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(*http.Request, *http.Response, error) Decision { return Retry }}
+		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(*http.Request, *http.Response, error) Decision { return DecisionRetry }}
 		resp, err := tr.RoundTrip(newReq(t, "POST", "x", nil))
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
@@ -222,9 +222,9 @@ func TestRetryStatusesAndShouldRetry(t *testing.T) {
 		base := script(fail(myErr), status(200))
 		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(_ *http.Request, _ *http.Response, err error) Decision {
 			if errors.Is(err, myErr) {
-				return Retry
+				return DecisionRetry
 			}
-			return Defer
+			return DecisionDefer
 		}}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
@@ -240,7 +240,7 @@ func TestWaits(t *testing.T) {
 		policy Policy
 		check  func(t *testing.T, i int, gap time.Duration)
 	}{
-		{"no jitter doubles to the cap", Policy{MaxAttempts: 6, BaseDelay: 100 * time.Millisecond, MaxDelay: 500 * time.Millisecond, Jitter: NoJitter},
+		{"no jitter doubles to the cap", Policy{MaxAttempts: 6, BaseDelay: 100 * time.Millisecond, MaxDelay: 500 * time.Millisecond, Jitter: JitterNone},
 			func(t *testing.T, i int, gap time.Duration) {
 				want := []time.Duration{100, 200, 400, 500, 500}[i] * time.Millisecond
 				assert.Equal(t, want, gap, "wait %d", i)
@@ -250,12 +250,12 @@ func TestWaits(t *testing.T) {
 				ceil := []time.Duration{100, 200, 400, 500, 500}[i] * time.Millisecond
 				assert.True(t, gap >= 0 && gap <= ceil, "wait %d = %v", i, gap)
 			}},
-		{"equal jitter within [ceiling/2, ceiling]", Policy{MaxAttempts: 6, BaseDelay: 100 * time.Millisecond, MaxDelay: 500 * time.Millisecond, Jitter: EqualJitter},
+		{"equal jitter within [ceiling/2, ceiling]", Policy{MaxAttempts: 6, BaseDelay: 100 * time.Millisecond, MaxDelay: 500 * time.Millisecond, Jitter: JitterEqual},
 			func(t *testing.T, i int, gap time.Duration) {
 				ceil := []time.Duration{100, 200, 400, 500, 500}[i] * time.Millisecond
 				assert.True(t, gap >= ceil/2 && gap <= ceil, "wait %d = %v", i, gap)
 			}},
-		{"decorrelated within [base, cap]", Policy{MaxAttempts: 6, BaseDelay: 100 * time.Millisecond, MaxDelay: 500 * time.Millisecond, Jitter: DecorrelatedJitter},
+		{"decorrelated within [base, cap]", Policy{MaxAttempts: 6, BaseDelay: 100 * time.Millisecond, MaxDelay: 500 * time.Millisecond, Jitter: JitterDecorrelated},
 			func(t *testing.T, i int, gap time.Duration) {
 				assert.True(t, gap >= 100*time.Millisecond && gap <= 500*time.Millisecond, "wait %d = %v", i, gap)
 			}},
@@ -280,7 +280,7 @@ func TestWaits(t *testing.T) {
 
 // TestRetryAfter: behaviour 4.
 func TestRetryAfter(t *testing.T) {
-	slow := Policy{BaseDelay: time.Second, MaxDelay: time.Second, Jitter: NoJitter}
+	slow := Policy{BaseDelay: time.Second, MaxDelay: time.Second, Jitter: JitterNone}
 	t.Run("delta-seconds overrides backoff exactly without jitter", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := script(retryAfter(429, "3"), status(200))
@@ -379,7 +379,7 @@ func TestWhenToStop(t *testing.T) {
 	t.Run("MaxElapsed: give up now rather than sleep and fail", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := script(fail(errReset))
-			p := Policy{MaxAttempts: 100, BaseDelay: time.Second, MaxDelay: time.Second, MaxElapsed: 3500 * time.Millisecond, Jitter: NoJitter}
+			p := Policy{MaxAttempts: 100, BaseDelay: time.Second, MaxDelay: time.Second, MaxElapsed: 3500 * time.Millisecond, Jitter: JitterNone}
 			start := time.Now()
 			_, err := (&Transport{Base: base, Policy: p}).RoundTrip(newReq(t, "GET", "", nil))
 			var re *RetryError
@@ -394,7 +394,7 @@ func TestWhenToStop(t *testing.T) {
 			base := script(fail(errReset))
 			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 			defer cancel()
-			p := Policy{MaxAttempts: 100, BaseDelay: time.Second, MaxDelay: time.Second, Jitter: NoJitter}
+			p := Policy{MaxAttempts: 100, BaseDelay: time.Second, MaxDelay: time.Second, Jitter: JitterNone}
 			start := time.Now()
 			_, err := (&Transport{Base: base, Policy: p}).RoundTrip(newReq(t, "GET", "", nil).WithContext(ctx))
 			var re *RetryError
@@ -410,7 +410,7 @@ func TestWhenToStop(t *testing.T) {
 			base := script(status(503))
 			cause := errors.New("user went away")
 			ctx, cancel := context.WithCancelCause(t.Context())
-			p := Policy{BaseDelay: 10 * time.Second, MaxDelay: 10 * time.Second, Jitter: NoJitter}
+			p := Policy{BaseDelay: 10 * time.Second, MaxDelay: 10 * time.Second, Jitter: JitterNone}
 			done := make(chan error)
 			go func() {
 				_, err := (&Transport{Base: base, Policy: p}).RoundTrip(newReq(t, "GET", "", nil).WithContext(ctx))
@@ -508,8 +508,8 @@ func TestBodies(t *testing.T) {
 		req := newReq(t, "PUT", "hello", nil)
 		boom := errors.New("boom")
 		req.GetBody = func() (io.ReadCloser, error) { return nil, boom }
-		var events []RetryEvent
-		resp, err := (&Transport{Base: base, Policy: noWait, OnRetry: func(e RetryEvent) { events = append(events, e) }}).RoundTrip(req)
+		var events []Event
+		resp, err := (&Transport{Base: base, Policy: noWait, Hooks: []Hook{retryHook(func(e Event) { events = append(events, e) })}}).RoundTrip(req)
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
 		b, _ := io.ReadAll(resp.Body)
@@ -708,7 +708,7 @@ func TestAttemptTimeout(t *testing.T) {
 			}
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok")), Header: http.Header{}}, nil
 		})
-		p := Policy{AttemptTimeout: time.Second, BaseDelay: time.Millisecond, Jitter: NoJitter}
+		p := Policy{AttemptTimeout: time.Second, BaseDelay: time.Millisecond, Jitter: JitterNone}
 		start := time.Now()
 		resp, err := (&Transport{Base: base, Policy: p}).RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)

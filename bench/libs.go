@@ -49,7 +49,7 @@ func unbudgeted(l Lib) Lib {
 }
 
 // noWait is the retryhttp policy the comparisons use.
-var noWait = retryhttp.Policy{MaxAttempts: 4, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retryhttp.NoJitter}
+var noWait = retryhttp.Policy{MaxAttempts: 4, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retryhttp.JitterNone}
 
 // silent keeps the Transport's give-up records out of the measurements, as
 // the peers are run without their loggers.
@@ -63,7 +63,7 @@ func Libs() []Lib {
 			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent}
 		}},
 		{"retryhttp+metrics", func(base http.RoundTripper) http.RoundTripper {
-			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Metrics: must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Hooks: []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
 		}},
 		{"retryhttp+budget+breaker", func(base http.RoundTripper) http.RoundTripper {
 			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
@@ -72,7 +72,7 @@ func Libs() []Lib {
 		{"retryhttp+all", func(base http.RoundTripper) http.RoundTripper {
 			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
 				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerSettings{})),
-				Metrics: must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
+				Hooks:   []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
 		}},
 		{"retryhttp+overload", func(base http.RoundTripper) http.RoundTripper {
 			// The protections of a dependency under load: the budget, the
@@ -84,7 +84,7 @@ func Libs() []Lib {
 			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
 				Breaker:  must(retryhttp.NewBreaker(retryhttp.BreakerSettings{FailureRatio: 0.6})),
 				Throttle: must(retryhttp.NewThrottle(retryhttp.ThrottleSettings{K: 3})),
-				Metrics:  must(retryhttp.NewMetrics(prometheus.NewRegistry()))}
+				Hooks:    []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
 		}},
 		{"go-retryablehttp", func(base http.RoundTripper) http.RoundTripper {
 			c := retryablehttp.NewClient()

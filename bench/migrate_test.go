@@ -47,7 +47,7 @@ func TestFromCheckRetryMatchesDefaultRetryPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			want, _ := retryablehttp.DefaultRetryPolicy(context.Background(), tc.resp, tc.err)
 			got := shouldRetry(req, tc.resp, tc.err)
-			if (got == retryhttp.Retry) != want {
+			if (got == retryhttp.DecisionRetry) != want {
 				t.Fatalf("DefaultRetryPolicy says retry=%v, the adapter %v", want, got)
 			}
 		})
@@ -56,7 +56,7 @@ func TestFromCheckRetryMatchesDefaultRetryPolicy(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		r := req.WithContext(ctx)
-		if got := shouldRetry(r, resp(503), nil); got != retryhttp.Stop {
+		if got := shouldRetry(r, resp(503), nil); got != retryhttp.DecisionStop {
 			t.Fatalf("%v, want Stop", got)
 		}
 	})

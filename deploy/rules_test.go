@@ -178,7 +178,7 @@ func TestExpressionsOnTheLibrarysMetrics(t *testing.T) {
 func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	metrics, err := retryhttp.NewMetrics(reg, retryhttp.WithHostLabel(8))
+	metrics, err := retryhttp.NewMetrics(reg, retryhttp.MetricsOptions{HostLabel: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	defer limited.Close()
 	breaker, _ := retryhttp.NewBreaker(retryhttp.BreakerSettings{Failures: 3, OpenFor: time.Hour})
 	budget, _ := retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: 0.05, MinPerSecond: 1})
-	tr := &retryhttp.Transport{Metrics: metrics, Logger: quiet, Breaker: breaker, Budget: budget, Throttle: &retryhttp.Throttle{},
+	tr := &retryhttp.Transport{Hooks: []retryhttp.Hook{metrics}, Logger: quiet, Breaker: breaker, Budget: budget, Throttle: &retryhttp.Throttle{},
 		Hedge: &retryhttp.Hedging{Delay: 10 * time.Millisecond}, InjectIdempotencyKey: true,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}}
 	client := &http.Client{Transport: tr}
@@ -227,8 +227,8 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	}
 	api := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(201) })))
 	defer api.Close()
-	inner := &retryhttp.Transport{Metrics: metrics, Logger: quiet}
-	outer := &http.Client{Transport: &retryhttp.Transport{Base: inner, Metrics: metrics, Logger: quiet}}
+	inner := &retryhttp.Transport{Hooks: []retryhttp.Hook{metrics}, Logger: quiet}
+	outer := &http.Client{Transport: &retryhttp.Transport{Base: inner, Hooks: []retryhttp.Hook{metrics}, Logger: quiet}}
 
 	relayStop := relay(t, reg)
 	defer relayStop()

@@ -152,8 +152,8 @@ func migrating2_2() {
 
 // client.md, block 1
 func client1_0() {
-	reg := prometheus.NewRegistry()           // yours; nothing touches the global registry
-	metrics, err := retryhttp.NewMetrics(reg) // serve reg with promhttp.HandlerFor
+	reg := prometheus.NewRegistry()                                       // yours; nothing touches the global registry
+	metrics, err := retryhttp.NewMetrics(reg, retryhttp.MetricsOptions{}) // serve reg with promhttp.HandlerFor
 	if err != nil {
 	}
 	breaker, err := retryhttp.NewBreaker(retryhttp.BreakerSettings{Failures: 5, OpenFor: 30 * time.Second})
@@ -164,11 +164,12 @@ func client1_0() {
 	}
 
 	client := &http.Client{Transport: &retryhttp.Transport{
-		Budget:  budget,  // share one *Budget among the clients of one dependency
-		Breaker: breaker, // per host: fails fast with retryhttp.ErrCircuitOpen while open
-		Metrics: metrics,
-		Logger:  slog.Default(),                  // Debug per retry, Warn per give-up (nil means the same)
-		OnRetry: func(e retryhttp.RetryEvent) {}, // your own telemetry
+		Budget:  budget,         // share one *Budget among the clients of one dependency
+		Breaker: breaker,        // per host: fails fast with retryhttp.ErrCircuitOpen while open
+		Logger:  slog.Default(), // Debug per retry, Warn per give-up (nil means the same)
+		Hooks: []retryhttp.Hook{metrics, retryhttp.HookFunc(func(ctx context.Context, e retryhttp.Event) {
+			// your own telemetry: e.Kind is EventRetry, EventGiveUp, EventDone...
+		})},
 	}}
 	_ = reg
 	_ = metrics

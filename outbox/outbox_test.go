@@ -205,7 +205,7 @@ func TestBackoffAndDeadLetter(t *testing.T) {
 	}
 	events := &eventLog{}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Metrics: m, Hooks: []outbox.Hook{events.hook()}, PollInterval: 5 * time.Millisecond,
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 30 * time.Millisecond, MaxDelay: 30 * time.Millisecond, Jitter: retryhttp.NoJitter}})
+		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 30 * time.Millisecond, MaxDelay: 30 * time.Millisecond, Jitter: retryhttp.JitterNone}})
 	outboxtest.Eventually(t, "both dead", func() bool {
 		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead
 	})
@@ -434,7 +434,7 @@ func TestHugeRetryAfterIsNotHonoured(t *testing.T) {
 		t.Fatal(err)
 	}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond,
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retryhttp.NoJitter}})
+		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retryhttp.JitterNone}})
 	outboxtest.Eventually(t, "dead after its attempts", func() bool { return state(t, o, id).Status == outbox.Dead })
 	if s := state(t, o, id); s.Deliveries != 3 {
 		t.Fatalf("%+v, want dead after 3 deliveries, not parked for 31 years", s)

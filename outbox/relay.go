@@ -47,7 +47,7 @@ type RelayOptions struct {
 	// failed and backs off by the Policy, so a receiver cannot park a
 	// message for years. Each zero field takes the relay's default:
 	// MaxAttempts DefaultMaxDeliveries, BaseDelay 1s, MaxDelay 5m,
-	// MaxRetryAfter MaxDelay, FullJitter.
+	// MaxRetryAfter MaxDelay, JitterFull.
 	Policy retryhttp.Policy
 	// Batch is how many messages one round leases and delivers at once. 0
 	// means DefaultBatch.

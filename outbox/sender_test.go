@@ -46,7 +46,7 @@ func TestSenderByScheme(t *testing.T) {
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{"test": sender}, Hooks: []outbox.Hook{events.hook()},
 		PollInterval: 5 * time.Millisecond,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond,
-			MaxRetryAfter: time.Second, Jitter: retryhttp.NoJitter}})
+			MaxRetryAfter: time.Second, Jitter: retryhttp.JitterNone}})
 	outboxtest.Eventually(t, "every message settled", func() bool {
 		return state(t, o, idOK).Status == outbox.Delivered && state(t, o, idRefused).Status == outbox.Dead &&
 			state(t, o, idFlaky).Status == outbox.Delivered && state(t, o, idNone).Status == outbox.Dead

@@ -21,8 +21,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"weak"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
@@ -91,18 +94,13 @@ func WithOtelHTTPOptions(opts ...otelhttp.Option) Option {
 
 // Instrument adds OpenTelemetry's hook to t and returns t, for use as the
 // client's Transport. It changes no field of t, composes with t's other
-// hooks (in the order they were added) and with its OnRetry, and does
-// nothing when t already has it. net/http's own resends inside one attempt
+// hooks (in the order they were added), and does nothing when t already
+// has it. net/http's own resends inside one attempt
 // are still counted by t (see retryhttp.Transport); the attempt spans show
 // each attempt t made.
 func Instrument(t *retryhttp.Transport, opts ...Option) (http.RoundTripper, error) {
 	if t == nil {
 		return nil, errors.New("retryhttpotel: Instrument: nil Transport")
-	}
-	for _, h := range t.Hooks() {
-		if _, ok := h.(*hook); ok {
-			return t, nil
-		}
 	}
 	c := config{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	for _, o := range opts {
@@ -114,6 +112,11 @@ func Instrument(t *retryhttp.Transport, opts ...Option) (http.RoundTripper, erro
 	if err != nil {
 		return nil, err
 	}
+	key := weak.Make(t)
+	if _, had := instrumented.LoadOrStore(key, struct{}{}); had {
+		return t, nil
+	}
+	runtime.AddCleanup(t, func(k weak.Pointer[retryhttp.Transport]) { instrumented.Delete(k) }, key)
 	t.AddHook(&hook{
 		tracer:   c.tp.Tracer(ScopeName),
 		m:        m,
@@ -121,6 +124,11 @@ func Instrument(t *retryhttp.Transport, opts ...Option) (http.RoundTripper, erro
 	})
 	return t, nil
 }
+
+// instrumented holds the Transports Instrument added its hook to, weakly,
+// so that a second Instrument does nothing and a Transport's entry goes
+// with it.
+var instrumented sync.Map // weak.Pointer[retryhttp.Transport] → struct{}
 
 // hook is OpenTelemetry's retryhttp.Hook.
 type hook struct {
@@ -137,9 +145,14 @@ func (h *hook) WrapAttempt(next http.RoundTripper) http.RoundTripper {
 	return otelhttp.NewTransport(&attempts{base: next, m: h.m}, h.httpOpts...)
 }
 
-func (h *hook) OnEvent(_ context.Context, e retryhttp.Event) {
-	if e.Kind == retryhttp.EventRetry || e.Kind == retryhttp.EventGiveUp {
-		retryEvent(e.RetryEvent, h.m)
+func (h *hook) OnEvent(ctx context.Context, e retryhttp.Event) {
+	switch e.Kind {
+	case retryhttp.EventRetry, retryhttp.EventGiveUp:
+		retryEvent(e, h.m)
+	case retryhttp.EventDone:
+		if st := stateFrom(ctx); st != nil {
+			st.outcome = e.Outcome
+		}
 	}
 }
 
@@ -147,7 +160,7 @@ func (h *hook) OnEvent(_ context.Context, e retryhttp.Event) {
 // context.
 type state struct {
 	attempts atomic.Int64
-	giveUp   atomic.Int32 // a retryhttp.Reason
+	outcome  string // EventDone's, set on the RoundTrip's goroutine before it returns
 }
 
 type stateKey struct{}
@@ -175,7 +188,10 @@ func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(keyMethod.String(method)))
 	defer span.End()
 	resp, err := r.next.RoundTrip(req.WithContext(ctx))
-	outcome := outcomeOf(resp, err, retryhttp.Reason(st.giveUp.Load()))
+	outcome := st.outcome
+	if outcome == "" { // the Transport refused the request before its loop (a nil URL, an invalid Policy)
+		outcome = "error"
+	}
 	n := st.attempts.Load()
 	span.SetAttributes(KeyOutcome.String(outcome), KeyAttempts.Int64(n))
 	if err != nil {
@@ -186,16 +202,6 @@ func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Request = req // the caller's, not our copy
 	}
 	return resp, err
-}
-
-// outcomeOf names a request's end as retryhttp_requests_total does: the
-// reason of a RetryError, or else the give-up OnRetry reported.
-func outcomeOf(resp *http.Response, err error, giveUp retryhttp.Reason) string {
-	var re *retryhttp.RetryError
-	if errors.As(err, &re) {
-		return retryhttp.Outcome(nil, err, re.Reason)
-	}
-	return retryhttp.Outcome(resp, err, giveUp)
 }
 
 // attempts is the layer under otelhttp: it sees each attempt inside its
@@ -229,7 +235,7 @@ func (a *attempts) CloseIdleConnections() {
 
 // retryEvent records a retry decision: an event on the logical request's
 // span, and the counters.
-func retryEvent(e retryhttp.RetryEvent, m *metrics) {
+func retryEvent(e retryhttp.Event, m *metrics) {
 	ctx := e.Request.Context()
 	attrs := []attribute.KeyValue{KeyAttempt.Int(e.Attempt)}
 	if e.Trigger != "" {
@@ -239,9 +245,6 @@ func retryEvent(e retryhttp.RetryEvent, m *metrics) {
 	if e.GiveUp != retryhttp.ReasonNone {
 		name = "retryhttp.give_up"
 		attrs = append(attrs, KeyGiveUp.String(e.GiveUp.String()))
-		if st := stateFrom(ctx); st != nil {
-			st.giveUp.Store(int32(e.GiveUp))
-		}
 		m.giveUp(ctx, e.GiveUp.String())
 	} else {
 		attrs = append(attrs, KeyWait.Float64(e.Wait.Seconds()))

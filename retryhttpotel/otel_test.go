@@ -42,7 +42,7 @@ func TestSpansAndMetrics(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	tr := &retryhttp.Transport{Base: srv.Transport(), Policy: retryhttp.Policy{BaseDelay: time.Millisecond, Jitter: retryhttp.NoJitter}}
+	tr := &retryhttp.Transport{Base: srv.Transport(), Policy: retryhttp.Policy{BaseDelay: time.Millisecond, Jitter: retryhttp.JitterNone}}
 	defer tr.CloseIdleConnections()
 	rtp, err := retryhttpotel.Instrument(tr, retryhttpotel.WithTracerProvider(tp), retryhttpotel.WithMeterProvider(mp))
 	if err != nil {
@@ -160,14 +160,21 @@ func TestGiveUp(t *testing.T) {
 	tp.Shutdown(context.Background())
 }
 
-// Instrument changes no field of the Transport, is idempotent, composes
-// with an OnRetry set afterwards, and takes nil providers as the globals.
+// Instrument changes no field of the Transport, is idempotent (a second
+// hook would make a second request span), composes with the hooks of the
+// Hooks field, and takes nil providers as the globals.
 func TestInstrumentAttachesWithoutOverwriting(t *testing.T) {
 	srv := rt.Start(t, rt.Script{"/": {rt.Status(503), rt.Status(200)}}, rt.Options{})
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	base := srv.Transport()
-	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BaseDelay: time.Millisecond}}
+	var seen int
+	counter := retryhttp.HookFunc(func(_ context.Context, e retryhttp.Event) {
+		if e.Kind == retryhttp.EventRetry {
+			seen++
+		}
+	})
+	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BaseDelay: time.Millisecond}, Hooks: []retryhttp.Hook{counter}}
 	defer tr.CloseIdleConnections()
 	for range 2 {
 		if _, err := retryhttpotel.Instrument(tr, retryhttpotel.WithTracerProvider(tp), retryhttpotel.WithMeterProvider(nil)); err != nil {
@@ -177,14 +184,9 @@ func TestInstrumentAttachesWithoutOverwriting(t *testing.T) {
 	if _, err := retryhttpotel.Instrument(&retryhttp.Transport{}, retryhttpotel.WithTracerProvider(nil)); err != nil {
 		t.Fatal(err)
 	}
-	if tr.Base != base || tr.OnRetry != nil {
+	if tr.Base != base || len(tr.Hooks) != 1 {
 		t.Fatal("Instrument changed a field of the Transport")
 	}
-	if n := len(tr.Hooks()); n != 1 {
-		t.Fatalf("%d hooks after two Instruments, want 1", n)
-	}
-	var seen int
-	tr.OnRetry = func(retryhttp.RetryEvent) { seen++ }
 	resp, err := (&http.Client{Transport: tr}).Get(srv.URL + "/")
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +206,7 @@ func TestInstrumentAttachesWithoutOverwriting(t *testing.T) {
 		}
 	}
 	if requests != 1 || attempts != 2 || seen != 1 {
-		t.Fatalf("%d request spans, %d attempt spans, OnRetry called %d times; want 1, 2, 1", requests, attempts, seen)
+		t.Fatalf("%d request spans, %d attempt spans, the field's hook told of %d retries; want 1, 2, 1", requests, attempts, seen)
 	}
 }
 
@@ -216,7 +218,11 @@ func TestHiddenResendsStayCounted(t *testing.T) {
 	tp := sdktrace.NewTracerProvider()
 	var attempts []int
 	tr := &retryhttp.Transport{Base: srv.Transport(), Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond},
-		OnRetry: func(e retryhttp.RetryEvent) { attempts = append(attempts, e.Attempt) }}
+		Hooks: []retryhttp.Hook{retryhttp.HookFunc(func(_ context.Context, e retryhttp.Event) {
+			if e.Kind == retryhttp.EventRetry || e.Kind == retryhttp.EventGiveUp {
+				attempts = append(attempts, e.Attempt)
+			}
+		})}}
 	defer tr.CloseIdleConnections()
 	if _, err := retryhttpotel.Instrument(tr, retryhttpotel.WithTracerProvider(tp)); err != nil {
 		t.Fatal(err)

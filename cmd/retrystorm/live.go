@@ -60,8 +60,12 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 		var giveUp retryhttp.Reason
 		tr := &retryhttp.Transport{
 			Base: base, Policy: st.policy, Budget: budget, Throttle: throttle,
-			Logger:  slog.New(slog.DiscardHandler), // the demo's output is its table
-			OnRetry: func(e retryhttp.RetryEvent) { giveUp = e.GiveUp },
+			Logger: slog.New(slog.DiscardHandler), // the demo's output is its table
+			Hooks: []retryhttp.Hook{retryhttp.HookFunc(func(_ context.Context, e retryhttp.Event) {
+				if e.Kind == retryhttp.EventRetry || e.Kind == retryhttp.EventGiveUp {
+					giveUp = e.GiveUp
+				}
+			})},
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sc.deadline)
 		defer cancel()

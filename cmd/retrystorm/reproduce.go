@@ -57,17 +57,17 @@ const (
 	srcTail    = "Tail at Scale 2013"
 )
 
-// awsStrategies are the study's five, as retryhttp policies: NoJitter is
+// awsStrategies are the study's five, as retryhttp policies: JitterNone is
 // its plain exponential backoff, and "no backoff" waits nothing.
 var awsStrategies = []struct {
 	name, study string
 	policy      retryhttp.Policy
 }{
-	{"no backoff", "None", retryhttp.Policy{BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retryhttp.NoJitter}},
-	{"exponential", "Exponential", awsPolicy(retryhttp.NoJitter)},
-	{"full jitter", "FullJitter", awsPolicy(retryhttp.FullJitter)},
-	{"equal jitter", "EqualJitter", awsPolicy(retryhttp.EqualJitter)},
-	{"decorrelated", "Decorr", awsPolicy(retryhttp.DecorrelatedJitter)},
+	{"no backoff", "None", retryhttp.Policy{BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retryhttp.JitterNone}},
+	{"exponential", "Exponential", awsPolicy(retryhttp.JitterNone)},
+	{"full jitter", "FullJitter", awsPolicy(retryhttp.JitterFull)},
+	{"equal jitter", "EqualJitter", awsPolicy(retryhttp.JitterEqual)},
+	{"decorrelated", "Decorr", awsPolicy(retryhttp.JitterDecorrelated)},
 }
 
 func awsPolicy(j retryhttp.Jitter) retryhttp.Policy {
@@ -140,7 +140,7 @@ func brooker(p float64, limit ampLimit, seed uint64) float64 {
 func sreGrowth(seed uint64) (slope float64, perSecond []float64) {
 	sc := scenario{name: "sre22", rate: 10_100, duration: 30 * time.Second, runFor: 30 * time.Second, uniform: true,
 		capacity: 10_000, deadline: time.Hour, outageAt: time.Hour}
-	st := strategy{policy: retryhttp.Policy{MaxAttempts: 1 << 30, BaseDelay: time.Second, MaxDelay: time.Second, Jitter: retryhttp.NoJitter, MaxElapsed: time.Hour}}
+	st := strategy{policy: retryhttp.Policy{MaxAttempts: 1 << 30, BaseDelay: time.Second, MaxDelay: time.Second, Jitter: retryhttp.JitterNone, MaxElapsed: time.Hour}}
 	r := simulate(sc, st, seed)
 	bins := int(time.Second / binWidth)
 	for s := 0; (s+1)*bins <= len(r.load) && s < 30; s++ {
@@ -179,7 +179,7 @@ func hotosScenario() scenario {
 func hotos(seed uint64) (without, with float64, rs []result) {
 	sc := hotosScenario()
 	for _, budgeted := range []bool{false, true} {
-		st := strategy{name: "one retry per timeout", policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retryhttp.NoJitter, MaxElapsed: time.Hour}, budget: budgeted}
+		st := strategy{name: "one retry per timeout", policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retryhttp.JitterNone, MaxElapsed: time.Hour}, budget: budgeted}
 		if budgeted {
 			st.name += ", 5% budget"
 		}

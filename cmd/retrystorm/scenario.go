@@ -126,14 +126,14 @@ func (s scenario) strategies() []strategy {
 		return retryhttp.Policy{MaxAttempts: attempts, BaseDelay: base, MaxDelay: cap, Jitter: j, MaxElapsed: s.deadline + time.Hour}
 	}
 	return []strategy{
-		{"no backoff", p(time.Nanosecond, time.Nanosecond, retryhttp.NoJitter), false, false},
-		{"fixed delay", p(s.fixed, s.fixed, retryhttp.NoJitter), false, false},
-		{"exponential", p(s.base, s.cap, retryhttp.NoJitter), false, false},
-		{"full jitter", p(s.base, s.cap, retryhttp.FullJitter), false, false},
-		{"equal jitter", p(s.base, s.cap, retryhttp.EqualJitter), false, false},
-		{"decorrelated", p(s.base, s.cap, retryhttp.DecorrelatedJitter), false, false},
-		{"full jitter+budget", p(s.base, s.cap, retryhttp.FullJitter), true, false},
-		{"full jitter+budget+throttle", p(s.base, s.cap, retryhttp.FullJitter), true, true},
+		{"no backoff", p(time.Nanosecond, time.Nanosecond, retryhttp.JitterNone), false, false},
+		{"fixed delay", p(s.fixed, s.fixed, retryhttp.JitterNone), false, false},
+		{"exponential", p(s.base, s.cap, retryhttp.JitterNone), false, false},
+		{"full jitter", p(s.base, s.cap, retryhttp.JitterFull), false, false},
+		{"equal jitter", p(s.base, s.cap, retryhttp.JitterEqual), false, false},
+		{"decorrelated", p(s.base, s.cap, retryhttp.JitterDecorrelated), false, false},
+		{"full jitter+budget", p(s.base, s.cap, retryhttp.JitterFull), true, false},
+		{"full jitter+budget+throttle", p(s.base, s.cap, retryhttp.JitterFull), true, true},
 	}
 }
 

@@ -45,9 +45,9 @@ func Example_gitHub() {
 
 	primaryRateLimit := func(_ *http.Request, resp *http.Response, _ error) retryhttp.Decision {
 		if resp != nil && resp.StatusCode == http.StatusForbidden && resp.Header.Get("X-RateLimit-Remaining") == "0" {
-			return retryhttp.Retry
+			return retryhttp.DecisionRetry
 		}
-		return retryhttp.Defer
+		return retryhttp.DecisionDefer
 	}
 	client := github.NewClient(&http.Client{Transport: &retryhttp.Transport{ShouldRetry: primaryRateLimit}})
 	client.BaseURL, _ = url.Parse(srv.URL + "/")

@@ -67,7 +67,7 @@ type Options struct {
 	// does not run: it cannot be deduplicated.
 	Key func(jetstream.Msg) (string, error)
 	// Policy gives the delay of a redelivery after a failure: Backoff of
-	// the delivery count. Its zero fields mean 1 s and 1 min, FullJitter.
+	// the delivery count. Its zero fields mean 1 s and 1 min, JitterFull.
 	// MaxAttempts, if set, terminates a message that failed that many
 	// deliveries, for the stream's dead-letter advisory; a delivery
 	// already past it (its consumers crashed on it) is terminated without

@@ -71,7 +71,7 @@ type Options struct {
 	// Policy gives the wait before a failed delivery is requeued: Backoff
 	// of its delivery count (x-delivery-count on quorum queues; otherwise
 	// 1, or 2 once redelivered). Its zero fields mean 1 s and 1 min,
-	// FullJitter. MaxAttempts, if set and the count is known (a quorum
+	// JitterFull. MaxAttempts, if set and the count is known (a quorum
 	// queue), rejects a delivery without requeue after that many; a
 	// delivery already past it (its consumers crashed on it) is rejected
 	// without running the handler, unless its key has run, when it is
