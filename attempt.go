@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -45,7 +46,7 @@ func prepareAttempt(req *http.Request, header http.Header, injected bool, body r
 // layers below (see AttemptFromContext), and in attemptHeader if set.
 // ownHeader asks for a copy with a header of its own, for BeforeAttempt.
 func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string, ownHeader bool) (*http.Request, error) {
-	if n == 1 && body.buf == nil && !injected && attemptHeader == "" && !ownHeader {
+	if n == 1 && body.buf == nil && body.head == nil && !injected && attemptHeader == "" && !ownHeader {
 		return req, nil
 	}
 	rc, getBody, err := body.forAttempt(n)
@@ -71,31 +72,80 @@ func attemptRequest(req *http.Request, header http.Header, injected bool, body r
 	r.Header = header
 	r.Body = rc
 	r.GetBody = getBody
+	if body.buf != nil { // a stream read whole (BufferStreams) is sent with its length
+		r.ContentLength = int64(len(body.buf))
+	}
 	return r, nil
 }
 
 // send makes one attempt. With a timeout, the attempt's context is
 // cancelled if headers have not arrived in time, and released when the
-// caller closes the response body.
-func send(base http.RoundTripper, req *http.Request, timeout time.Duration) (*http.Response, error) {
-	if timeout <= 0 {
+// caller closes the response body. With an exchange timeout, the same
+// happens to an attempt whose body has not been read by then.
+func send(base http.RoundTripper, req *http.Request, timeout, exchange time.Duration) (*http.Response, error) {
+	if timeout <= 0 && exchange <= 0 {
 		return base.RoundTrip(req)
 	}
 	ctx, cancel := context.WithCancelCause(req.Context())
-	timer := time.AfterFunc(timeout, func() { cancel(ErrAttemptTimeout) })
+	expire := func() { cancel(ErrAttemptTimeout) }
+	var headers, whole *time.Timer
+	if timeout > 0 {
+		headers = time.AfterFunc(timeout, expire)
+	}
+	if exchange > 0 {
+		whole = time.AfterFunc(exchange, expire)
+	}
 	resp, err := base.RoundTrip(req.WithContext(ctx))
-	if !timer.Stop() {
-		// The timer fired: even if headers made it, the body is cancelled.
+	late := headers != nil && !headers.Stop()
+	if late || err != nil && context.Cause(ctx) == ErrAttemptTimeout {
+		// A timer fired: even if headers made it, the body is cancelled.
 		if resp != nil {
 			discard(resp)
 		}
+		stopTimer(whole)
 		cancel(nil)
 		return nil, ErrAttemptTimeout
 	}
 	if err != nil {
+		stopTimer(whole)
 		cancel(nil)
 		return nil, err
 	}
+	if whole != nil {
+		resp.Body = &timedBody{ReadCloser: resp.Body, ctx: ctx, cancel: cancel, timer: whole}
+		return resp, nil
+	}
 	resp.Body = wrapCancel(resp.Body, cancel)
 	return resp, nil
+}
+
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// timedBody is the body of an attempt under Policy.ExchangeTimeout: a
+// read that fails because the timer fired fails with ErrAttemptTimeout,
+// and closing it stops the timer and releases the attempt's context.
+type timedBody struct {
+	io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && context.Cause(b.ctx) == ErrAttemptTimeout {
+		err = ErrAttemptTimeout
+	}
+	return n, err
+}
+
+func (b *timedBody) Close() error {
+	b.timer.Stop()
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }

@@ -21,12 +21,15 @@ import (
 type replayBody struct {
 	req        *http.Request // the caller's
 	buf        []byte        // the buffered copy, or nil
+	head       []byte        // what was read of a stream too long to buffer, sent before the rest of it
 	replayable bool
 }
 
 // newReplayBody prepares req's body for replay. It reads the body only when
-// it must buffer it; a read error is returned and nothing is sent.
-func newReplayBody(req *http.Request, limit int64, buffer bool) (replayBody, error) {
+// it must buffer it, or when streams asks it to try a body of unknown
+// length (Policy.BufferStreams); a read error is returned and nothing is
+// sent.
+func newReplayBody(req *http.Request, limit int64, buffer, streams bool) (replayBody, error) {
 	b := replayBody{req: req}
 	switch {
 	case req.Body == nil || req.Body == http.NoBody, req.GetBody != nil:
@@ -38,6 +41,19 @@ func newReplayBody(req *http.Request, limit int64, buffer bool) (replayBody, err
 			return b, err
 		}
 		b.buf = buf
+		b.replayable = true
+	case buffer && streams && req.ContentLength <= 0:
+		buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+		if err != nil {
+			req.Body.Close()
+			return b, fmt.Errorf("retryhttp: reading request body: %w", err)
+		}
+		if int64(len(buf)) > limit { // too long: sent once, streamed
+			b.head = buf
+			return b, nil
+		}
+		req.Body.Close()
+		b.buf = append(make([]byte, 0, len(buf)), buf...) // non-nil when empty
 		b.replayable = true
 	}
 	return b, nil
@@ -68,6 +84,8 @@ func (b replayBody) forAttempt(n int) (io.ReadCloser, func() (io.ReadCloser, err
 	switch {
 	case b.buf != nil:
 		return io.NopCloser(bytes.NewReader(b.buf)), b.getBuffered, nil
+	case b.head != nil:
+		return headBody{io.MultiReader(bytes.NewReader(b.head), b.req.Body), b.req.Body}, nil, nil
 	case n == 1, b.req.Body == nil || b.req.Body == http.NoBody:
 		return b.req.Body, b.req.GetBody, nil
 	}
@@ -82,6 +100,13 @@ func (b replayBody) forAttempt(n int) (io.ReadCloser, func() (io.ReadCloser, err
 // can, when the body is not buffered.
 func (b replayBody) mayFail() bool {
 	return b.buf == nil && b.req.Body != nil && b.req.Body != http.NoBody
+}
+
+// headBody is a stream whose first bytes were read ahead: they are sent
+// first, and closing it closes the caller's body.
+type headBody struct {
+	io.Reader
+	io.Closer
 }
 
 func (b replayBody) getBuffered() (io.ReadCloser, error) {

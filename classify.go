@@ -66,7 +66,7 @@ var defaultRetryStatuses = []int{
 // the hedging race and the Throttle judge outcomes by them.
 type rules struct {
 	statuses    []int // nil: defaultRetryStatuses
-	shouldRetry func(req *http.Request, resp *http.Response, err error) Decision
+	shouldRetry func(req *http.Request, resp *http.Response, err error) (Decision, error)
 	hints       []RetryHint // nil: the defaults
 }
 
@@ -234,22 +234,25 @@ const (
 )
 
 // FromCheckRetry adapts a go-retryablehttp CheckRetry function (its
-// DefaultRetryPolicy, or one of your own) to Transport.ShouldRetry, for a
-// move from go-retryablehttp that keeps its retry policy: true is Retry,
-// false or an error is DecisionStop. Our safety rules still hold over it: a request
-// that may have reached the server and is not safe to send again (a POST
-// without an Idempotency-Key) is not re-sent, whatever the function says,
-// and the Policy, the budget and the breaker bound the retries. The
-// function must not read resp.Body.
+// DefaultRetryPolicy, ErrorPropagatedRetryPolicy, or one of your own) to
+// Transport.ShouldRetry, keeping its verdict and its error as
+// go-retryablehttp does: true retries, false stops, and an error replaces
+// the attempt's outcome, so that (false, err) returns err and (true, err)
+// retries with err as the last error should the retries run out. Our
+// safety rules still hold over it: a request that may have reached the
+// server and is not safe to send again (a POST without an Idempotency-Key)
+// is not re-sent, whatever the function says, unless
+// Policy.RetryNonIdempotent; the Policy, the budget and the breaker bound
+// the retries.
 //
 // go-retryablehttp is not imported: the signature is all it takes.
-func FromCheckRetry(check func(ctx context.Context, resp *http.Response, err error) (bool, error)) func(*http.Request, *http.Response, error) Decision {
-	return func(req *http.Request, resp *http.Response, err error) Decision {
+func FromCheckRetry(check func(ctx context.Context, resp *http.Response, err error) (bool, error)) func(*http.Request, *http.Response, error) (Decision, error) {
+	return func(req *http.Request, resp *http.Response, err error) (Decision, error) {
 		retry, cerr := check(req.Context(), resp, err)
-		if cerr != nil || !retry {
-			return DecisionStop
+		if retry {
+			return DecisionRetry, cerr
 		}
-		return DecisionRetry
+		return DecisionStop, cerr
 	}
 }
 
@@ -262,35 +265,38 @@ type sendable struct {
 
 // decide classifies one attempt's outcome. retry is true when another
 // attempt is both useful and safe; otherwise stop names the reason.
-func (r *rules) decide(req *http.Request, resp *http.Response, err error, s sendable) (retry bool, stop Reason, trigger Trigger) {
+// replaced is ShouldRetry's error, which takes the place of the outcome
+// from then on (the response, if any, is the caller's to close); the
+// decision itself reads the outcome as it came, its status included.
+func (r *rules) decide(req *http.Request, resp *http.Response, err error, s sendable) (retry bool, stop Reason, trigger Trigger, replaced error) {
 	safe, bodyOK, hasKey := s.again, s.unsentAgain, s.keyed
-	if err != nil && req.Context().Err() != nil {
-		return false, ReasonCanceled, ""
-	}
 	var d Decision
 	if r.shouldRetry != nil {
-		d = r.shouldRetry(req, resp, err)
+		d, replaced = r.shouldRetry(req, resp, err)
+	}
+	if err != nil && req.Context().Err() != nil {
+		return false, ReasonCanceled, "", replaced
 	}
 	if resp != nil {
 		if d == DecisionDefer && resp.StatusCode >= 400 {
 			d = serverSignal(resp)
 		}
-		if d == DecisionStop || d == DecisionDefer && !r.retryableStatus(resp.StatusCode, hasKey) || !safe {
-			return false, ReasonNotRetryable, ""
+		if d == DecisionStop || (d == DecisionDefer && !r.retryableStatus(resp.StatusCode, hasKey)) || !safe {
+			return false, ReasonNotRetryable, "", replaced
 		}
 		if spent(resp, nil) {
-			return false, ReasonNotRetryable, statusTrigger(resp.StatusCode)
+			return false, ReasonNotRetryable, statusTrigger(resp.StatusCode), replaced
 		}
-		return true, ReasonNone, statusTrigger(resp.StatusCode)
+		return true, ReasonNone, statusTrigger(resp.StatusCode), replaced
 	}
 	transient, nothingSent, trigger := transientError(err)
 	if errors.Is(err, ErrAttemptTimeout) {
 		transient, trigger = true, TriggerTimeout
 	}
-	if d == DecisionStop || d == DecisionDefer && !transient || !(safe || nothingSent && bodyOK) || spent(nil, err) {
-		return false, ReasonNotRetryable, trigger
+	if d == DecisionStop || (d == DecisionDefer && !transient) || !(safe || (nothingSent && bodyOK)) || spent(nil, err) {
+		return false, ReasonNotRetryable, trigger, replaced
 	}
-	return true, ReasonNone, trigger
+	return true, ReasonNone, trigger, replaced
 }
 
 // accepted reports whether a response shows the host took the attempt: not

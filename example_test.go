@@ -56,11 +56,11 @@ func ExampleTransport_wrapSDKClient() {
 		Base:   sdkClient.Transport,
 		Policy: retryhttp.Policy{BaseDelay: 10 * time.Millisecond},
 		// The SDK's server says when a retry will not help.
-		ShouldRetry: func(_ *http.Request, resp *http.Response, _ error) retryhttp.Decision {
+		ShouldRetry: func(_ *http.Request, resp *http.Response, _ error) (retryhttp.Decision, error) {
 			if resp != nil && resp.Header.Get("X-Should-Retry") == "false" {
-				return retryhttp.DecisionStop
+				return retryhttp.DecisionStop, nil
 			}
-			return retryhttp.DecisionDefer
+			return retryhttp.DecisionDefer, nil
 		},
 	}
 	resp, err := sdkClient.Get(srv.URL)

@@ -251,7 +251,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 		sreq, _ := traceSends(r.base, areq.WithContext(cctx), 1)
 		go func() {
 			start := mono()
-			resp, err := send(r.via, sreq, r.attemptTimeout)
+			resp, err := send(r.via, sreq, r.attemptTimeout, r.exchangeTimeout)
 			results <- copyResult{req: areq, sreq: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, sent: start, took: mono() - start}
 		}()
 	}
@@ -325,21 +325,22 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 
 // raceParams is what race needs of the RoundTrip it runs in.
 type raceParams struct {
-	base           http.RoundTripper // what via ends in: net/http's, if its resends are to be withheld
-	via            http.RoundTripper
-	attemptTimeout time.Duration
-	delay          time.Duration
-	maxHedges      int
-	maxAttempts    int
-	budget         *Budget
-	circuit        *hostCircuit
-	throttle       *hostThrottle
-	k              float64 // the Throttle's K
-	lat            *latencies
-	prep           *preparer
-	rules          *rules // the Transport's: a usable response is one they would not retry
-	keyed          bool   // the request carries an Idempotency-Key
-	tell           func(context.Context, *Event)
+	base            http.RoundTripper // what via ends in: net/http's, if its resends are to be withheld
+	via             http.RoundTripper
+	attemptTimeout  time.Duration
+	exchangeTimeout time.Duration
+	delay           time.Duration
+	maxHedges       int
+	maxAttempts     int
+	budget          *Budget
+	circuit         *hostCircuit
+	throttle        *hostThrottle
+	k               float64 // the Throttle's K
+	lat             *latencies
+	prep            *preparer
+	rules           *rules // the Transport's: a usable response is one they would not retry
+	keyed           bool   // the request carries an Idempotency-Key
+	tell            func(context.Context, *Event)
 }
 
 // observe reports one copy's outcome to the Breaker, the Throttle and the

@@ -43,11 +43,43 @@ type Policy struct {
 	// 0 means 30s.
 	MaxRetryAfter time.Duration
 
+	// ExchangeTimeout, if positive, bounds each attempt from its send to
+	// the end of its response body, as http.Client.Timeout bounds a
+	// request: an attempt whose headers have not arrived by then is
+	// retried like one past AttemptTimeout, and on the response returned
+	// the timer keeps running, so that reading the body past it fails
+	// with ErrAttemptTimeout (os.IsTimeout reports true). Use it where a
+	// Client.Timeout bounded each attempt (go-retryablehttp's
+	// HTTPClient.Timeout); a Client.Timeout above a Transport bounds all
+	// the attempts and waits together. 0 means no bound.
+	ExchangeTimeout time.Duration
+
 	// MaxBufferedBody is the largest request body, in bytes, the Transport
 	// copies into memory so it can be sent again when the request has no
-	// GetBody. A longer body, or one of unknown length, is streamed once and
-	// not retried. 0 means 1 MiB.
+	// GetBody. A longer body, or one of unknown length unless
+	// BufferStreams, is streamed once and not retried. 0 means 1 MiB.
 	MaxBufferedBody int64
+
+	// BufferStreams makes a body of unknown length (a pipe, a reader
+	// without GetBody or ContentLength) replayable when it has at most
+	// MaxBufferedBody bytes: the Transport reads up to that much before
+	// the first send, and sends what it read with a Content-Length, as
+	// go-retryablehttp does with every body. A longer one is sent once,
+	// streamed, what was read first included. Off by default, since it
+	// reads the body before the first byte is sent.
+	BufferStreams bool
+
+	// RetryNonIdempotent retries requests whose method is not idempotent
+	// (POST, PATCH, any other) and that carry no Idempotency-Key, under the
+	// same rules as a GET, for an API you know to be safe to call twice
+	// (or whose duplicates you accept). Off by default: a POST that timed
+	// out may have been processed, and sending it again may charge twice.
+	// A 429 does not prove otherwise: most servers refuse before doing the
+	// work, but nothing in the status says so, and a proxy may answer 429
+	// for a request the origin already took. Set it per Transport, or per
+	// request with WithPolicy; InjectIdempotencyKey is the safe
+	// alternative where the server honours keys.
+	RetryNonIdempotent bool
 
 	// Jitter picks how a backoff wait is randomised. The zero value is
 	// JitterFull.

@@ -169,11 +169,11 @@ func TestServerRetrySignals(t *testing.T) {
 	}
 	t.Run("the hook comes first", func(t *testing.T) {
 		base := script(step{status: 503, header: hdr("X-Should-Retry", "false")}, status(200))
-		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(_ *http.Request, resp *http.Response, _ error) Decision {
+		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(_ *http.Request, resp *http.Response, _ error) (Decision, error) {
 			if resp.StatusCode == 503 {
-				return DecisionRetry
+				return DecisionRetry, nil
 			}
-			return DecisionDefer
+			return DecisionDefer, nil
 		}}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
@@ -211,13 +211,13 @@ func TestPeekBody(t *testing.T) {
 		return &http.Response{StatusCode: 400, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}, nil
 	})
 	var seen [][]byte
-	tr := &Transport{Base: base, Policy: noWait, PeekBody: 64, ShouldRetry: func(_ *http.Request, resp *http.Response, _ error) Decision {
+	tr := &Transport{Base: base, Policy: noWait, PeekBody: 64, ShouldRetry: func(_ *http.Request, resp *http.Response, _ error) (Decision, error) {
 		p := BodyPrefix(resp)
 		seen = append(seen, p)
 		if bytes.Contains(p, []byte("ThrottlingException")) {
-			return DecisionRetry
+			return DecisionRetry, nil
 		}
-		return DecisionDefer
+		return DecisionDefer, nil
 	}}
 	resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 	require.NoError(t, err)

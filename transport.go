@@ -79,18 +79,22 @@ type Transport struct {
 	// non-nil slice retries no status.
 	RetryStatuses []int
 
-	// ShouldRetry, if set, is asked first about every attempt's outcome:
-	// exactly one of resp and err is non-nil, and req is the request that was
-	// sent (with any injected key). Returning DecisionDefer applies the built-in
-	// rules. It must not read resp.Body (see PeekBody). Use it for signals
-	// the rules do not know. Whatever it says, a request that is not safe
-	// to send again is not retried.
+	// ShouldRetry, if set, is asked first about every attempt's outcome,
+	// the last included: exactly one of resp and err is non-nil, and req
+	// is the request that was sent (with any injected key). Returning
+	// DecisionDefer applies the built-in rules. A non-nil error takes the
+	// place of the outcome: the response is closed, and the error is what
+	// the caller gets (in a *RetryError) if no retry follows, as
+	// go-retryablehttp's CheckRetry errors are (see FromCheckRetry). It
+	// must not read resp.Body (see PeekBody). Use it for signals the rules
+	// do not know. Whatever it says, a request that is not safe to send
+	// again is not retried (see Policy.RetryNonIdempotent).
 	//
 	// The built-in rules already honour the servers' own advice on an
 	// error response: X-Should-Retry: false and Stripe-Should-Retry: false
 	// stop; "true" retries a safe request even on a status outside
 	// RetryStatuses.
-	ShouldRetry func(req *http.Request, resp *http.Response, err error) Decision
+	ShouldRetry func(req *http.Request, resp *http.Response, err error) (Decision, error)
 
 	// PeekBody, if positive, reads up to that many bytes of the body of
 	// every response with a status of 400 or more before ShouldRetry is
@@ -105,6 +109,18 @@ type Transport struct {
 	// that answers wins, and its wait is capped by Policy.MaxRetryAfter like
 	// Retry-After's.
 	RetryHints []RetryHint
+
+	// Backoff, if set, returns the wait before the retry that follows
+	// attempt n (1 for the first), whose response was resp (nil after a
+	// network error), in place of the Policy's jittered backoff and of the
+	// server's Retry-After and RetryHints: a shape of your own (linear,
+	// per-status, go-retryablehttp's Backoff) is kept as it is. It reads
+	// Retry-After itself if it wants to (ServerWait), and neither MaxDelay
+	// nor MaxRetryAfter caps it; MaxElapsed and the caller's deadline still
+	// bound the retries, and a negative wait is 0. It is a field of the
+	// Transport, not of the Policy, so that a Policy stays a comparable
+	// value.
+	Backoff func(n int, resp *http.Response) time.Duration
 
 	// BeforeAttempt, if set, is called with each attempt's request before
 	// it is sent, the first included: a copy of the caller's request with a
@@ -263,8 +279,8 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			t.stacked(ctx, req, signal)
 		}
 	}
-	replayable := hasKey || wire.Idempotent(req.Method)
-	body, err := newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1)
+	replayable := hasKey || wire.Idempotent(req.Method) || p.RetryNonIdempotent
+	body, err := newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1, p.BufferStreams)
 	if err != nil {
 		closeRequestBody(req)
 		return nil, err
@@ -300,7 +316,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		raceRules := judge // its own, so that judge stays on the stack
 		prep := &preparer{req: req, header: header, injected: injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
-		hedge = &raceParams{base: base, via: sendVia, attemptTimeout: p.AttemptTimeout, maxHedges: t.Hedge.maxHedges(),
+		hedge = &raceParams{base: base, via: sendVia, attemptTimeout: p.AttemptTimeout, exchangeTimeout: p.ExchangeTimeout, maxHedges: t.Hedge.maxHedges(),
 			maxAttempts: p.MaxAttempts, budget: budget, circuit: circuitOf, throttle: throttleOf,
 			k: k, lat: t.Hedge.latenciesOf(req.URL), prep: prep, rules: &raceRules, keyed: hasKey, tell: t.tell}
 	}
@@ -345,7 +361,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			if hedge != nil { // learning the host's latencies
 				sentAt = mono()
 			}
-			resp, err = send(sendVia, sreq, p.AttemptTimeout)
+			resp, err = send(sendVia, sreq, p.AttemptTimeout, p.ExchangeTimeout)
 			// The Breaker and the Throttle count a success at its send time
 			// (no clock read on the healthy path) and anything else at its
 			// end, one reading shared.
@@ -371,11 +387,17 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			resp.Body = peek(resp.Body, t.PeekBody)
 		}
 
-		retry, stop, trigger := judge.decide(areq, resp, err, sendable{
+		retry, stop, trigger, replaced := judge.decide(areq, resp, err, sendable{
 			again:       replayable && body.replayable,
 			unsentAgain: body.replayable,
 			keyed:       hasKey,
 		})
+		if replaced != nil { // ShouldRetry's error is the outcome now
+			if resp != nil {
+				discard(resp)
+			}
+			resp, err = nil, replaced
+		}
 		if !retry {
 			if stop == ReasonNotRetryable && trigger != "" && spent(resp, err) {
 				// A Transport below retried this under its own Policy and
@@ -427,7 +449,9 @@ func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response
 	wait = backoff
 	var asked time.Duration
 	var hasAsked bool
-	if resp != nil {
+	if t.Backoff != nil {
+		wait = max(0, t.Backoff(attempt, resp))
+	} else if resp != nil {
 		if asked, hasAsked = ServerWait(resp, wall, t.RetryHints); hasAsked {
 			wait = asked + p.retryAfterSpread(rand.Float64())
 		}

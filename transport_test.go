@@ -193,15 +193,15 @@ func TestRetryStatusesAndShouldRetry(t *testing.T) {
 		r2 := step{status: 503, header: http.Header{"X-Should-Retry": {"false"}}}
 		base := script(r1, r2, status(200))
 		var gotReq *http.Request
-		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(req *http.Request, resp *http.Response, err error) Decision {
+		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(req *http.Request, resp *http.Response, err error) (Decision, error) {
 			gotReq = req
 			switch resp.Header.Get("X-Should-Retry") {
 			case "true":
-				return DecisionRetry
+				return DecisionRetry, nil
 			case "false":
-				return DecisionStop
+				return DecisionStop, nil
 			}
-			return DecisionDefer
+			return DecisionDefer, nil
 		}}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestRetryStatusesAndShouldRetry(t *testing.T) {
 	})
 	t.Run("hook cannot make an unsafe POST retry", func(t *testing.T) {
 		base := script(status(503), status(200))
-		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(*http.Request, *http.Response, error) Decision { return DecisionRetry }}
+		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(*http.Request, *http.Response, error) (Decision, error) { return DecisionRetry, nil }}
 		resp, err := tr.RoundTrip(newReq(t, "POST", "x", nil))
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
@@ -220,11 +220,11 @@ func TestRetryStatusesAndShouldRetry(t *testing.T) {
 	t.Run("hook sees errors", func(t *testing.T) {
 		myErr := errors.New("sdk: throttled")
 		base := script(fail(myErr), status(200))
-		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(_ *http.Request, _ *http.Response, err error) Decision {
+		tr := &Transport{Base: base, Policy: noWait, ShouldRetry: func(_ *http.Request, _ *http.Response, err error) (Decision, error) {
 			if errors.Is(err, myErr) {
-				return DecisionRetry
+				return DecisionRetry, nil
 			}
-			return DecisionDefer
+			return DecisionDefer, nil
 		}}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)

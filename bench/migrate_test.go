@@ -17,10 +17,20 @@ import (
 	"github.com/retryhttp/retryhttp"
 )
 
-// FromCheckRetry keeps go-retryablehttp's DefaultRetryPolicy: on every case
-// of its own tests, Retry exactly where it says retry.
+// FromCheckRetry keeps go-retryablehttp's DefaultRetryPolicy and
+// ErrorPropagatedRetryPolicy: on every case of their own tests, Retry
+// exactly where they say retry, and their error.
 func TestFromCheckRetryMatchesDefaultRetryPolicy(t *testing.T) {
-	shouldRetry := retryhttp.FromCheckRetry(retryablehttp.DefaultRetryPolicy)
+	for _, policy := range []struct {
+		name  string
+		check retryablehttp.CheckRetry
+	}{{"DefaultRetryPolicy", retryablehttp.DefaultRetryPolicy}, {"ErrorPropagatedRetryPolicy", retryablehttp.ErrorPropagatedRetryPolicy}} {
+		t.Run(policy.name, func(t *testing.T) { checkRetryCases(t, policy.check) })
+	}
+}
+
+func checkRetryCases(t *testing.T, check retryablehttp.CheckRetry) {
+	shouldRetry := retryhttp.FromCheckRetry(check)
 	req, _ := http.NewRequest("GET", "http://example.test/", nil)
 	resp := func(code int) *http.Response { return &http.Response{StatusCode: code, Header: http.Header{}} }
 	cases := []struct {
@@ -45,10 +55,13 @@ func TestFromCheckRetryMatchesDefaultRetryPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			want, _ := retryablehttp.DefaultRetryPolicy(context.Background(), tc.resp, tc.err)
-			got := shouldRetry(req, tc.resp, tc.err)
+			want, wantErr := check(context.Background(), tc.resp, tc.err)
+			got, gotErr := shouldRetry(req, tc.resp, tc.err)
 			if (got == retryhttp.DecisionRetry) != want {
-				t.Fatalf("DefaultRetryPolicy says retry=%v, the adapter %v", want, got)
+				t.Fatalf("the policy says retry=%v, the adapter %v", want, got)
+			}
+			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+				t.Fatalf("the policy's error %v, the adapter's %v", wantErr, gotErr)
 			}
 		})
 	}
@@ -56,8 +69,8 @@ func TestFromCheckRetryMatchesDefaultRetryPolicy(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		r := req.WithContext(ctx)
-		if got := shouldRetry(r, resp(503), nil); got != retryhttp.DecisionStop {
-			t.Fatalf("%v, want Stop", got)
+		if got, err := shouldRetry(r, resp(503), nil); got != retryhttp.DecisionStop || !errors.Is(err, context.Canceled) {
+			t.Fatalf("%v, %v; want Stop, context.Canceled", got, err)
 		}
 	})
 }
@@ -93,6 +106,58 @@ func TestFromCheckRetryInTransport(t *testing.T) {
 		})
 	}
 }
+
+// A CheckRetry's error through the Transport, as go-retryablehttp treats
+// it: ErrorPropagatedRetryPolicy on a 503 retries (4 attempts, as
+// go-retryablehttp's RetryMax 3 makes) and the caller gets its error; a
+// (false, err) returns err at once, the response closed.
+func TestFromCheckRetryErrorsInTransport(t *testing.T) {
+	serve := func(n *int) http.RoundTripper {
+		return rtFunc(func(r *http.Request) (*http.Response, error) {
+			*n++
+			return &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+		})
+	}
+	var theirs, ours int
+	c := retryablehttp.NewClient()
+	c.HTTPClient = &http.Client{Transport: serve(&theirs)}
+	c.Logger, c.RetryMax, c.RetryWaitMin, c.RetryWaitMax = nil, 3, 0, 0
+	c.CheckRetry = retryablehttp.ErrorPropagatedRetryPolicy
+	_, theirErr := c.Get("http://example.test/")
+	tr := &retryhttp.Transport{Base: serve(&ours), Policy: noWait, ShouldRetry: retryhttp.FromCheckRetry(retryablehttp.ErrorPropagatedRetryPolicy)}
+	req, _ := http.NewRequest("GET", "http://example.test/", nil)
+	resp, err := tr.RoundTrip(req)
+	if resp != nil || err == nil {
+		t.Fatalf("got %v, %v; want the policy's error", resp, err)
+	}
+	if theirs != 4 || ours != theirs {
+		t.Fatalf("attempts: go-retryablehttp %d, the Transport %d; want 4 and 4", theirs, ours)
+	}
+	const text = "unexpected HTTP status 503 Service Unavailable"
+	if !strings.Contains(theirErr.Error(), text) || !strings.Contains(err.Error(), text) {
+		t.Fatalf("errors %q and %q; want both to carry %q", theirErr, err, text)
+	}
+
+	refused := errors.New("refused by the policy")
+	var n int
+	var closed bool
+	base := rtFunc(func(r *http.Request) (*http.Response, error) {
+		n++
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: closeFunc(func() { closed = true })}, nil
+	})
+	tr = &retryhttp.Transport{Base: base, Policy: noWait, ShouldRetry: retryhttp.FromCheckRetry(func(context.Context, *http.Response, error) (bool, error) {
+		return false, refused
+	})}
+	resp, err = tr.RoundTrip(req)
+	if resp != nil || !errors.Is(err, refused) || err.Error() != refused.Error() || n != 1 || !closed {
+		t.Fatalf("got %v, %v after %d attempts (body closed %v); want nil, %q, 1, true", resp, err, n, closed, refused)
+	}
+}
+
+type closeFunc func()
+
+func (f closeFunc) Read([]byte) (int, error) { return 0, io.EOF }
+func (f closeFunc) Close() error             { f(); return nil }
 
 type rtFunc func(*http.Request) (*http.Response, error)
 

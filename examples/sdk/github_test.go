@@ -43,11 +43,11 @@ func Example_gitHub() {
 	}))
 	defer srv.Close()
 
-	primaryRateLimit := func(_ *http.Request, resp *http.Response, _ error) retryhttp.Decision {
+	primaryRateLimit := func(_ *http.Request, resp *http.Response, _ error) (retryhttp.Decision, error) {
 		if resp != nil && resp.StatusCode == http.StatusForbidden && resp.Header.Get("X-RateLimit-Remaining") == "0" {
-			return retryhttp.DecisionRetry
+			return retryhttp.DecisionRetry, nil
 		}
-		return retryhttp.DecisionDefer
+		return retryhttp.DecisionDefer, nil
 	}
 	client := github.NewClient(&http.Client{Transport: &retryhttp.Transport{ShouldRetry: primaryRateLimit}})
 	client.BaseURL, _ = url.Parse(srv.URL + "/")
