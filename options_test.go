@@ -24,7 +24,7 @@ func TestBackoffFunctionSetsTheWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := script(retryAfter(503, "1"), status(503), status(200))
 		var calls []int
-		tr := &Transport{Base: base, Budget: NoBudget, Backoff: func(n int, resp *http.Response) time.Duration {
+		tr := &Transport{Base: base, Budget: NoBudget, Backoff: func(_ *http.Request, n int, resp *http.Response) time.Duration {
 			calls = append(calls, n*10+resp.StatusCode/100)
 			return time.Duration(n) * 700 * time.Millisecond
 		}}
@@ -42,7 +42,7 @@ func TestBackoffFunctionIsBoundedByMaxElapsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := script(status(503))
 		waits := []time.Duration{-time.Second, time.Hour}
-		tr := &Transport{Base: base, Budget: NoBudget, Backoff: func(n int, _ *http.Response) time.Duration { return waits[n-1] }}
+		tr := &Transport{Base: base, Budget: NoBudget, Backoff: func(_ *http.Request, n int, _ *http.Response) time.Duration { return waits[n-1] }}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()

@@ -111,8 +111,8 @@ type Transport struct {
 	RetryHints []RetryHint
 
 	// Backoff, if set, returns the wait before the retry that follows
-	// attempt n (1 for the first), whose response was resp (nil after a
-	// network error), in place of the Policy's jittered backoff and of the
+	// attempt n (1 for the first), whose request was req and response resp
+	// (nil after a network error), in place of the Policy's jittered backoff and of the
 	// server's Retry-After and RetryHints: a shape of your own (linear,
 	// per-status, go-retryablehttp's Backoff) is kept as it is. It reads
 	// Retry-After itself if it wants to (ServerWait), and neither MaxDelay
@@ -120,7 +120,7 @@ type Transport struct {
 	// bound the retries, and a negative wait is 0. It is a field of the
 	// Transport, not of the Policy, so that a Policy stays a comparable
 	// value.
-	Backoff func(n int, resp *http.Response) time.Duration
+	Backoff func(req *http.Request, n int, resp *http.Response) time.Duration
 
 	// BeforeAttempt, if set, is called with each attempt's request before
 	// it is sent, the first included: a copy of the caller's request with a
@@ -407,7 +407,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return t.finish(req, resp, err, attempt, stop, p)
 		}
 		e := Event{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
-		prev = p.backoff(attempt-1, prev, rand.Float64())
+		if t.Backoff == nil {
+			prev = p.backoff(attempt-1, prev, rand.Float64())
+		} else if attempt < p.MaxAttempts { // asked only for a retry that may follow
+			prev = max(0, t.Backoff(areq, attempt, resp))
+		}
 		var now time.Duration
 		e.Wait, e.GiveUp, now = t.nextWait(ctx, p, resp, attempt, start, prev, circuitOf)
 		lastRead = now + e.Wait
@@ -449,9 +453,7 @@ func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response
 	wait = backoff
 	var asked time.Duration
 	var hasAsked bool
-	if t.Backoff != nil {
-		wait = max(0, t.Backoff(attempt, resp))
-	} else if resp != nil {
+	if t.Backoff == nil && resp != nil {
 		if asked, hasAsked = ServerWait(resp, wall, t.RetryHints); hasAsked {
 			wait = asked + p.retryAfterSpread(rand.Float64())
 		}
