@@ -36,6 +36,22 @@ func TestBackoffFunctionSetsTheWaits(t *testing.T) {
 	})
 }
 
+// The function is asked only for a retry that may follow: not after the
+// last attempt.
+func TestBackoffFunctionNotAskedAfterTheLastAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := script(status(503))
+		var calls []int
+		tr := &Transport{Base: base, Budget: NoBudget, Policy: Policy{MaxAttempts: 2},
+			Backoff: func(_ *http.Request, n int, _ *http.Response) time.Duration { calls = append(calls, n); return time.Second }}
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 2, base.attempts())
+		assert.Equal(t, []int{1}, calls)
+	})
+}
+
 // A negative wait is none, and MaxElapsed still bounds what the function
 // asks for.
 func TestBackoffFunctionIsBoundedByMaxElapsed(t *testing.T) {
