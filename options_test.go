@@ -43,7 +43,10 @@ func TestBackoffFunctionNotAskedAfterTheLastAttempt(t *testing.T) {
 		base := script(status(503))
 		var calls []int
 		tr := &Transport{Base: base, Budget: NoBudget, Policy: Policy{MaxAttempts: 2},
-			Backoff: func(_ *http.Request, n int, _ *http.Response) time.Duration { calls = append(calls, n); return time.Second }}
+			Backoff: func(_ *http.Request, n int, _ *http.Response) time.Duration {
+				calls = append(calls, n)
+				return time.Second
+			}}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()

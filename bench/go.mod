@@ -36,6 +36,7 @@ require (
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/retryhttp/retryhttp/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/idempotency/redisstore v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000
 	golang.org/x/sys v0.47.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
@@ -45,3 +46,5 @@ replace github.com/retryhttp/retryhttp/idempotency/pgstore => ../idempotency/pgs
 replace github.com/retryhttp/retryhttp/idempotency/redisstore => ../idempotency/redisstore
 
 replace github.com/retryhttp/retryhttp/pgschema => ../pgschema
+
+replace github.com/retryhttp/retryhttp/shared => ../shared

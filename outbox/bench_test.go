@@ -32,7 +32,7 @@ func BenchmarkRelay(b *testing.B) {
 }
 
 func benchDrain(b *testing.B, relays, n int) {
-	p := pool(b)
+	p := outboxtest.Pool(b)
 	o := outboxtest.New(b, p)
 	var mu sync.Mutex
 	got := 0
@@ -57,7 +57,7 @@ func benchDrain(b *testing.B, relays, n int) {
 }
 
 func benchRelay(b *testing.B, relays, n int) {
-	p := pool(b)
+	p := outboxtest.Pool(b)
 	o := outboxtest.New(b, p)
 	var mu sync.Mutex
 	arrived := make(map[string]time.Time, n)

@@ -26,32 +26,13 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/faultproxy"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
+	"github.com/retryhttp/retryhttp/shared/faultproxy"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func pool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	dsn := testenv.PostgresDSN()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	p, err := pgxpool.New(ctx, dsn)
-	if err == nil {
-		err = p.Ping(ctx)
-	}
-	if err != nil {
-		if p != nil {
-			p.Close()
-		}
-		testenv.Unreachable(t, "PostgreSQL", dsn, err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
 
 // receiver records the requests it gets.
 type receiver struct {
@@ -118,7 +99,7 @@ func state(t *testing.T, o *outbox.Outbox, id string) outbox.State {
 // A message exists if and only if its transaction commits, and is
 // delivered with its ID as Idempotency-Key, method, header and body kept.
 func TestCommittedMessagesAreDelivered(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	rc := &receiver{}
 	srv := httptest.NewServer(rc)
@@ -164,7 +145,7 @@ func TestCommittedMessagesAreDelivered(t *testing.T) {
 // LISTEN/NOTIFY: a committed message is delivered at once, not at the next
 // poll a minute later.
 func TestNotifyWakesTheRelay(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	rc := &receiver{}
 	srv := httptest.NewServer(rc)
@@ -185,7 +166,7 @@ func TestNotifyWakesTheRelay(t *testing.T) {
 // Failures are retried with the Policy's backoff, then the message is
 // dead; a refusal for good is dead at once. The metrics count each.
 func TestBackoffAndDeadLetter(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	reg := prometheus.NewRegistry()
 	m, err := outbox.NewMetrics(reg, o)
@@ -287,7 +268,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 // The backlog gauges read the table.
 func TestBacklogMetrics(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	reg := prometheus.NewRegistry()
 	if _, err := outbox.NewMetrics(reg, o); err != nil {
@@ -310,7 +291,7 @@ func TestBacklogMetrics(t *testing.T) {
 // Four relays on one outbox: every message delivered exactly once (leases
 // with SKIP LOCKED: no two relays hold one message).
 func TestConcurrentRelays(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	var mu sync.Mutex
 	perKey := map[string]int{}
@@ -342,7 +323,7 @@ func TestRelayKilledMidDelivery(t *testing.T) {
 	if os.Getenv("OUTBOX_CHILD_TABLE") != "" {
 		t.Skip("in the child")
 	}
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	mw, err := idempotency.New(idempotency.Options{Logger: outboxtest.Quiet})
 	if err != nil {
@@ -404,7 +385,7 @@ func TestChildRelay(t *testing.T) {
 	if table == "" {
 		t.Skip("run by TestRelayKilledMidDelivery")
 	}
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o, err := outbox.New(p, table)
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +403,7 @@ func tableName(o *outbox.Outbox) string { return o.Table() }
 // A receiver asking for a wait past MaxRetryAfter cannot park a message:
 // the delivery counts as failed and backs off by the Policy.
 func TestHugeRetryAfterIsNotHonoured(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "999999999")
@@ -444,7 +425,7 @@ func TestHugeRetryAfterIsNotHonoured(t *testing.T) {
 // One receiver that hangs delays only its own message: the others of its
 // batch are delivered meanwhile.
 func TestHungReceiverDelaysOnlyItsMessage(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	release := make(chan struct{})
 	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -485,7 +466,7 @@ func TestHungReceiverDelaysOnlyItsMessage(t *testing.T) {
 
 // Logs and last_error never show a URL's query string or user info.
 func TestDeadMessageURLIsRedacted(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	var logs strings.Builder
 	var mu sync.Mutex
@@ -516,7 +497,7 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 func TestStateOfUnknownID(t *testing.T) {
-	o := outboxtest.New(t, pool(t))
+	o := outboxtest.New(t, outboxtest.Pool(t))
 	if _, err := o.State(context.Background(), "no-such-id"); !errors.Is(err, outbox.ErrNotFound) {
 		t.Fatalf("State: %v, want ErrNotFound", err)
 	}
@@ -524,7 +505,7 @@ func TestStateOfUnknownID(t *testing.T) {
 
 // The default Client works with a short Lease.
 func TestDefaultClientWithShortLease(t *testing.T) {
-	o := outboxtest.New(t, pool(t))
+	o := outboxtest.New(t, outboxtest.Pool(t))
 	if _, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Lease: 3 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +516,7 @@ func TestDefaultClientWithShortLease(t *testing.T) {
 // it succeeds, and the message is recorded delivered after its first
 // delivery, not delivered again when its lease expires.
 func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
-	direct := pool(t)
+	direct := outboxtest.Pool(t)
 	proxy := faultproxy.Start(t, "127.0.0.1:5432")
 	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN())
 	if err != nil {
@@ -577,7 +558,7 @@ func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 // The embedded migrations load and build the table relays use; down to 0
 // drops it.
 func TestMigrations(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	ctx := context.Background()
 	if err := o.Migrate(ctx); err != nil { // again: nothing to do
@@ -608,7 +589,7 @@ func TestLateOutcomeOfAnOldLease(t *testing.T) {
 		maxAttempts int // 1: the late failure would be a death
 	}{{"retry", 5}, {"dead", 1}} {
 		t.Run(c.name, func(t *testing.T) {
-			p := pool(t)
+			p := outboxtest.Pool(t)
 			o := outboxtest.New(t, p)
 			var mu sync.Mutex
 			var sent []int

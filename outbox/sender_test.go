@@ -19,7 +19,7 @@ import (
 // ID, and a scheme no Sender has is dead at its first delivery, with the
 // reason recorded: no retry of this relay could send it.
 func TestSenderByScheme(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -77,7 +77,7 @@ func TestSenderByScheme(t *testing.T) {
 
 // NewRelay refuses Senders it could not use.
 func TestSendersValidated(t *testing.T) {
-	o := outboxtest.New(t, pool(t))
+	o := outboxtest.New(t, outboxtest.Pool(t))
 	ok := outbox.SenderFunc(func(context.Context, outbox.Delivery) outbox.Result { return outbox.Result{} })
 	for scheme, s := range map[string]outbox.Sender{"https": ok, "NATS": ok, "": ok, "nats": nil} {
 		if _, err := outbox.NewRelay(outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{scheme: s}}); err == nil {
@@ -89,7 +89,7 @@ func TestSendersValidated(t *testing.T) {
 // Enqueue refuses a URL that no relay could ever deliver, before it is
 // written: the mistake shows at once, not after MaxAttempts deliveries.
 func TestEnqueueRefusesUndeliverableURLs(t *testing.T) {
-	p := pool(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	for _, u := range []string{"", "/orders", "orders.placed", "http://", "https:///path", "nats:", "amqp:", "http://[::1", "nats://"} {
 		if id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: u}); err == nil {

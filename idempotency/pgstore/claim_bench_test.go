@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/pgschema"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // insertFirst is the claim the Store used before it read first: insert

@@ -27,8 +27,8 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
-	"github.com/retryhttp/retryhttp/internal/faultproxy"
-	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/shared/faultproxy"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // poolVia connects to the test database through addr (a proxy) with the

@@ -19,8 +19,8 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/storetest"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // pool connects to RETRYHTTP_TEST_POSTGRES (default: the local server's

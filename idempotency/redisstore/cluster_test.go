@@ -16,7 +16,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/idempotency/storetest"
-	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // ownCluster is a Redis Cluster of the test's own: 3 masters and 3

@@ -21,8 +21,8 @@ import (
 
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
-	"github.com/retryhttp/retryhttp/internal/faultproxy"
-	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/shared/faultproxy"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // proxied returns a store whose client reaches Redis through a fault proxy.

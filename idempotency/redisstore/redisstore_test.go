@@ -11,7 +11,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/idempotency/storetest"
-	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // client connects to RETRYHTTP_TEST_REDIS (default 127.0.0.1:6379). When

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // ownRedis is a redis-server of the test's own on a free loopback port,

@@ -60,7 +60,7 @@ func BenchmarkRelay(b *testing.B) {
 
 func drain(b *testing.B, relays, n int) {
 	js := connect(b)
-	p := db(b)
+	p := outboxtest.Pool(b)
 	o := outboxtest.New(b, p)
 	subject, s := stream(b, js, time.Minute)
 	sender, _ := natsoutbox.New(js)

@@ -21,11 +21,11 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -58,21 +58,6 @@ func stream(t testing.TB, js jetstream.JetStream, window time.Duration) (string,
 	}
 	t.Cleanup(func() { js.DeleteStream(context.Background(), name) })
 	return subject, s
-}
-
-func db(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	p, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err == nil {
-		err = p.Ping(ctx)
-	}
-	if err != nil {
-		testenv.Unreachable(t, "PostgreSQL", testenv.PostgresDSN(), err)
-	}
-	t.Cleanup(p.Close)
-	return p
 }
 
 // inStream is how many times each Nats-Msg-Id is in the stream.
@@ -126,7 +111,7 @@ func onceEach(t *testing.T, got map[string]int, want map[string]bool) {
 // and the relay records that as delivered.
 func TestPublishedOncePerMessage(t *testing.T) {
 	js := connect(t)
-	p := db(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	subject, s := stream(t, js, time.Minute)
 	want := enqueue(t, p, o, subject, 200)
@@ -156,7 +141,7 @@ func TestRelayKilledAfterPublish(t *testing.T) {
 		t.Skip("in the child")
 	}
 	js := connect(t)
-	p := db(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	subject, s := stream(t, js, time.Minute)
 	want := enqueue(t, p, o, subject, 50)
@@ -187,7 +172,7 @@ func TestChildRelay(t *testing.T) {
 		t.Skip("run by TestRelayKilledAfterPublish")
 	}
 	js := connect(t)
-	o, err := outbox.New(db(t), table) // the parent's table, which the parent drops
+	o, err := outbox.New(outboxtest.Pool(t), table) // the parent's table, which the parent drops
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +249,7 @@ func TestDuplicateWindowOutlived(t *testing.T) {
 // names no subject is dead at once.
 func TestUndeliverable(t *testing.T) {
 	js := connect(t)
-	p := db(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	ctx := context.Background()
 	noStream, _ := o.Enqueue(ctx, p, outbox.Message{URL: natsoutbox.URL("nobody.listens." + uuid.NewString())})

@@ -82,7 +82,7 @@ func depth(b *testing.B, conn *amqp.Connection, q string) int {
 
 func drain(b *testing.B, relays, n int) {
 	d := dial(b, "")
-	p := db(b)
+	p := outboxtest.Pool(b)
 	o := outboxtest.New(b, p)
 	conn, q := queue(b, d)
 	drained := func() bool { return depth(b, conn, q) >= n }

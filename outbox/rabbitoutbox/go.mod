@@ -4,13 +4,14 @@ go 1.25.0
 
 require (
 	github.com/google/uuid v1.6.0
-	github.com/jackc/pgx/v5 v5.13.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
+
+require github.com/jackc/pgx/v5 v5.13.0 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -24,6 +25,7 @@ require (
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
@@ -37,3 +39,5 @@ replace (
 	github.com/retryhttp/retryhttp/pgschema => ../../pgschema
 	github.com/retryhttp/retryhttp/queue/rabbitmq => ../../queue/rabbitmq
 )
+
+replace github.com/retryhttp/retryhttp/shared => ../../shared

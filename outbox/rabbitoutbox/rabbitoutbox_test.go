@@ -10,18 +10,17 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/faultproxy"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+	"github.com/retryhttp/retryhttp/shared/faultproxy"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -81,28 +80,13 @@ func queue(t testing.TB, d func() (*amqp.Connection, error)) (*amqp.Connection, 
 	return conn, name
 }
 
-func db(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	p, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err == nil {
-		err = p.Ping(ctx)
-	}
-	if err != nil {
-		testenv.Unreachable(t, "PostgreSQL", testenv.PostgresDSN(), err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
-
 // Every message is published twice (its relay lost the first outcome),
 // so the queue holds two copies of each, with the message's ID as
 // message-id, its header and body; a consumer behind queue/rabbitmq runs
 // each message once.
 func TestOneEffectPerMessage(t *testing.T) {
 	d := dial(t, "")
-	p := db(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	conn, q := queue(t, d)
 	const n = 200
@@ -234,7 +218,7 @@ func TestReconnects(t *testing.T) {
 // dropped in silence.
 func TestUnroutableIsDeadWithTheReason(t *testing.T) {
 	d := dial(t, "")
-	p := db(t)
+	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	ctx := context.Background()
 	id, err := o.Enqueue(ctx, p, outbox.Message{URL: rabbitoutbox.URL("", "no-queue-"+uuid.NewString())})

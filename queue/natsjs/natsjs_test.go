@@ -20,8 +20,8 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

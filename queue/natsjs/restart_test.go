@@ -16,8 +16,8 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // ownNATS is a nats-server of the test's own, with JetStream on a file

@@ -12,9 +12,9 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/faultproxy"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+	"github.com/retryhttp/retryhttp/shared/faultproxy"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // 1,000 orders consumed through a TCP proxy that cuts every connection to

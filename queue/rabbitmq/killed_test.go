@@ -21,8 +21,8 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // The consumer process of TestConsumersKilled, run by the test binary

@@ -18,8 +18,8 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -25,6 +25,7 @@ require (
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000
 	github.com/riverqueue/river/riverdriver v0.44.1 // indirect
 	github.com/riverqueue/river/rivershared v0.44.1 // indirect
 	github.com/tidwall/gjson v1.19.0 // indirect
@@ -42,3 +43,5 @@ replace (
 	github.com/retryhttp/retryhttp/idempotency/pgstore => ../../idempotency/pgstore
 	github.com/retryhttp/retryhttp/pgschema => ../../pgschema
 )
+
+replace github.com/retryhttp/retryhttp/shared => ../../shared

@@ -25,9 +25,9 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
-	"github.com/retryhttp/retryhttp/internal/testenv"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/riverjob"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

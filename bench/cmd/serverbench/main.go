@@ -53,7 +53,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func main() { os.Exit(serverbench()) }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/testenv"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 // Each store runs every variant at two levels, briefly, without a failed

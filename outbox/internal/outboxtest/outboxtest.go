@@ -1,8 +1,6 @@
 // Package outboxtest holds what the tests of the outbox and of its broker
 // senders share: an outbox on a table of the test's own, a relay that runs
-// until the test ends, and waiting for a condition. Connecting to the
-// tests' PostgreSQL stays in each module's tests, with
-// internal/testenv, which a package that is not a test may not import.
+// until the test ends, waiting for a condition, and the tests' PostgreSQL.
 package outboxtest
 
 import (
@@ -18,7 +16,30 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
+
+// Pool connects to the tests' PostgreSQL (testenv.PostgresDSN), closed
+// when the test ends; an unreachable server skips the test loudly, or
+// fails it under CI=true.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	dsn := testenv.PostgresDSN()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	p, err := pgxpool.New(ctx, dsn)
+	if err == nil {
+		err = p.Ping(ctx)
+	}
+	if err != nil {
+		if p != nil {
+			p.Close()
+		}
+		testenv.Unreachable(t, "PostgreSQL", dsn, err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
 
 // Quiet is the relays' logger in tests.
 var Quiet = slog.New(slog.DiscardHandler)
