@@ -325,18 +325,19 @@ func (hc *hostCircuit) allow() (circuit.Ticket, error) {
 	return tk, nil
 }
 
-// report tells the circuit an attempt's outcome, admitted with tk. A
-// success is counted at sent, the time the attempt was sent, which the
+// report tells the circuit an attempt's outcome, admitted with its
+// ticket. A success is counted at a.at, the time the attempt was sent, which the
 // caller has read already; anything else at now, the time it ended, read
 // only then. A success that took longer than the window is no longer
 // counted, which can only lower the ratio's denominator by the slowest
 // calls; a failure, a timeout above all, always counts.
-func (hc *hostCircuit) report(tk circuit.Ticket, req *http.Request, resp *http.Response, err error, sent time.Time, now func() time.Time) {
-	o := breakerOutcome(req, resp, err)
+func (hc *hostCircuit) report(a *sentAttempt) {
+	o := breakerOutcome(a.req, a.resp, a.err)
 	if o == circuit.Success {
-		now = func() time.Time { return sent }
+		hc.c.Report(a.ticket, o, func() time.Time { return a.at })
+		return
 	}
-	hc.c.Report(tk, o, now)
+	hc.c.Report(a.ticket, o, a.ended)
 }
 
 // isOpen reports whether the circuit is open at now: no attempt would be

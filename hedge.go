@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -294,25 +293,17 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 				return last.req, last.resp, last.err, sent
 			}
 		case <-timer.C:
-			if sent > r.maxHedges || n+sent > r.maxAttempts || !r.budget.withdraw(mono()) {
+			if sent > r.maxHedges || n+sent > r.maxAttempts || !r.gate.budget.withdraw(mono()) {
 				continue
 			}
 			areq, _, err := r.prep.prepare(n + sent)
 			if err != nil {
 				continue // the copy cannot be made (GetBody, BeforeAttempt): the others run on
 			}
-			if r.throttle != nil {
-				if err := r.throttle.allow(r.k, clockNow(), rand.Float64); err != nil {
-					closeRequestBody(areq)
-					continue
-				}
-			}
-			var tk circuit.Ticket
-			if r.circuit != nil {
-				if tk, err = r.circuit.allow(); err != nil {
-					closeRequestBody(areq)
-					continue
-				}
+			tk, refused, _ := r.gate.allow(clockNow())
+			if refused != ReasonNone {
+				closeRequestBody(areq)
+				continue
 			}
 			r.tell(ctx, &Event{Kind: EventHedge, Request: areq, Attempt: n + sent})
 			launch(areq, n+sent, tk)
@@ -332,10 +323,7 @@ type raceParams struct {
 	delay           time.Duration
 	maxHedges       int
 	maxAttempts     int
-	budget          *Budget
-	circuit         *hostCircuit
-	throttle        *hostThrottle
-	k               float64 // the Throttle's K
+	gate            *gate // the RoundTrip's brakes
 	lat             *latencies
 	prep            *preparer
 	rules           *rules // the Transport's: a usable response is one they would not retry
@@ -347,13 +335,7 @@ type raceParams struct {
 // latencies (a cancelled copy teaches nothing: the Breaker excludes it,
 // the Throttle skips it, and its time is not a latency).
 func (r *raceParams) observe(c *copyResult) {
-	sent := monoBase.Add(c.sent)
-	if r.circuit != nil {
-		r.circuit.report(c.ticket, c.sreq, c.resp, c.err, sent, clockNow)
-	}
-	if r.throttle != nil {
-		r.throttle.report(r.rules, c.sreq, c.resp, c.err, sent, clockNow)
-	}
+	r.gate.report(r.rules, &sentAttempt{ticket: c.ticket, req: c.sreq, resp: c.resp, err: c.err, at: monoBase.Add(c.sent)})
 	if c.err == nil {
 		r.lat.record(c.took)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -205,19 +204,19 @@ func (h *hostThrottle) allow(k float64, now time.Time, draw func() float64) erro
 }
 
 // report counts the outcome of an attempt allow let through: a response
-// below 400 at sent, the time the attempt was sent, which the caller has
+// below 400 at a.at, the time the attempt was sent, which the caller has
 // read already; anything else at now, the time it ended, read only then
 // (as the Breaker counts).
-func (h *hostThrottle) report(r *rules, req *http.Request, resp *http.Response, err error, sent time.Time, now func() time.Time) {
+func (h *hostThrottle) report(r *rules, a *sentAttempt) {
 	switch {
-	case err != nil && req.Context().Err() != nil:
+	case a.err != nil && a.req.Context().Err() != nil:
 		return // the caller gave up: nothing learnt of the host
-	case err != nil:
-		h.h.Count(false, now())
-	case resp.StatusCode < 400:
-		h.h.Count(true, sent)
+	case a.err != nil:
+		h.h.Count(false, a.ended())
+	case a.resp.StatusCode < 400:
+		h.h.Count(true, a.at)
 	default:
-		at := now()
-		h.h.Count(r.accepted(resp, at), at)
+		at := a.ended()
+		h.h.Count(r.accepted(a.resp, at), at)
 	}
 }

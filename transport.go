@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/circuit"
 	"github.com/retryhttp/retryhttp/internal/opkey"
 	"github.com/retryhttp/retryhttp/internal/wire"
 )
@@ -239,158 +238,179 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // roundTrip is RoundTrip inside the hooks' wrappers.
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL == nil {
-		closeRequestBody(req)
-		return nil, errors.New("retryhttp: nil Request.URL")
-	}
-	ctx := req.Context()
-	c := callFrom(ctx)
-	p, err := t.policy(c.policy) // shared: copy before changing it
+	x, err := t.begin(req)
 	if err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
-	judge := t.rules()
-	header := req.Header
-	hasKey := wire.HasKey(header)
-	injected := t.InjectIdempotencyKey && !hasKey && wire.Keyed(req.Method)
+	return t.run(&x)
+}
+
+// exchange is what one RoundTrip's attempts share: the caller's request,
+// its Policy, the key and body every attempt carries, where attempts go,
+// and the brakes. It lives on the RoundTrip's stack.
+type exchange struct {
+	req        *http.Request // the caller's
+	ctx        context.Context
+	p          *Policy // shared: copy before changing it
+	judge      rules
+	header     http.Header // the caller's, or a copy with the injected key
+	injected   bool
+	keyed      bool // an Idempotency-Key is sent, the caller's or injected
+	replayable bool // the method or the key makes a resend safe
+	body       replayBody
+	base, via  http.RoundTripper // via: base, or the hooks' WrapAttempt chain around it
+	gate       gate
+	hedge      *raceParams // set when this request may be hedged
+	start      time.Duration
+}
+
+// begin prepares req's attempts: the Policy, the key (the caller's,
+// derived from the operation, or injected), whether a layer above retries
+// too (then it is sent once), the body, the brakes and the hedging. The
+// exchange is returned by value, so that it is written on the stack.
+func (t *Transport) begin(req *http.Request) (x exchange, err error) {
+	if req.URL == nil {
+		return x, errors.New("retryhttp: nil Request.URL")
+	}
+	x.req, x.ctx = req, req.Context()
+	c := callFrom(x.ctx)
+	p, err := t.policy(c.policy)
+	if err != nil {
+		return x, err
+	}
+	x.judge = t.rules()
+	x.header = req.Header
+	x.keyed = wire.HasKey(x.header)
+	x.injected = t.InjectIdempotencyKey && !x.keyed && wire.Keyed(req.Method)
 	var stableKey string // a key that is the same on every run of the call: the caller's, or derived
 	derived := false
 	switch {
-	case injected:
+	case x.injected:
 		var key string
-		if op := opkey.From(ctx); op != nil {
-			key = derivedKey(ctx, op, req)
+		if op := opkey.From(x.ctx); op != nil {
+			key = derivedKey(x.ctx, op, req)
 			stableKey, derived = key, true
 		} else {
 			key = newIdempotencyKey()
 		}
-		header = withIdempotencyKey(header, key)
-		hasKey = true
-	case hasKey:
-		stableKey = keyOf(header)
+		x.header = withIdempotencyKey(x.header, key)
+		x.keyed = true
+	case x.keyed:
+		stableKey = keyOf(x.header)
 	}
-	start := mono()
+	x.start = mono()
 	if p.MaxAttempts > 1 { // a Transport that sends once stacks on nothing
-		if signal := t.upperRetry(req, c, stableKey, derived, start, p.MaxElapsed); signal != stackedNone {
+		if signal := t.upperRetry(req, c, stableKey, derived, x.start, p.MaxElapsed); signal != stackedNone {
 			once := *p
 			once.MaxAttempts = 1 // the layer above retries: send this once
 			p = &once
-			t.stacked(ctx, req, signal)
+			t.stacked(x.ctx, req, signal)
 		}
 	}
-	replayable := hasKey || wire.Idempotent(req.Method) || p.RetryNonIdempotent
-	body, err := newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1, p.BufferStreams)
-	if err != nil {
-		closeRequestBody(req)
-		return nil, err
+	x.p = p
+	x.replayable = x.keyed || wire.Idempotent(req.Method) || p.RetryNonIdempotent
+	if x.body, err = newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1, p.BufferStreams); err != nil {
+		return x, err
 	}
-	base := t.baseTransport()
-	sendVia := base // base, or the hooks' WrapAttempt chain around it
+	x.base = t.baseTransport()
+	x.via = x.base
 	if hs := t.hookSet(); hs != nil {
-		sendVia = hs.attempt(base)
+		x.via = hs.attempt(x.base)
 	}
-	budget := t.retryBudget()
-	var circuitOf *hostCircuit // the host's circuit, looked up once per RoundTrip
+	x.gate = t.gateFor(req)
+	x.gate.budget.deposit(x.start)
+	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, x.keyed, x.body.replayable) {
+		if err := t.Hedge.validate(); err != nil {
+			return x, err
+		}
+		raceRules := x.judge // its own, so that the exchange's stays on the stack
+		g := x.gate
+		prep := &preparer{req: req, header: x.header, injected: x.injected, body: x.body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
+		x.hedge = &raceParams{base: x.base, via: x.via, attemptTimeout: p.AttemptTimeout, exchangeTimeout: p.ExchangeTimeout,
+			maxHedges: t.Hedge.maxHedges(), maxAttempts: p.MaxAttempts, gate: &g, lat: t.Hedge.latenciesOf(req.URL),
+			prep: prep, rules: &raceRules, keyed: x.keyed, tell: t.tell}
+	}
+	return x, nil
+}
+
+// gateFor looks up req's host in the Breaker and the Throttle, once per
+// RoundTrip.
+func (t *Transport) gateFor(req *http.Request) gate {
+	g := gate{budget: t.retryBudget()}
 	if t.Breaker != nil {
-		circuitOf = t.Breaker.lookup(req.URL, &t.lastCircuit)
+		g.circuit = t.Breaker.lookup(req.URL, &t.lastCircuit)
 		t.trackOnce.Do(t.trackBreaker)
 	}
-
-	var throttleOf *hostThrottle // the host's throttle counts, looked up once per RoundTrip
-	var k float64                // the Throttle's K, its default resolved by the lookup
 	if t.Throttle != nil {
-		throttleOf = t.Throttle.lookup(req.URL, &t.lastThrottle)
-		k = t.Throttle.settings.K
+		g.throttle = t.Throttle.lookup(req.URL, &t.lastThrottle)
+		g.k = t.Throttle.settings.K
 	}
+	return g
+}
 
-	budget.deposit(start)
-	lastRead := start       // the latest clock reading, close enough for the Throttle's window
+// run makes x's attempts until one is returned: each prepared (its body,
+// BeforeAttempt), admitted by the gate, sent (or raced with its hedges),
+// judged, and, when a retry is both useful and safe, followed by a wait
+// that the Policy, the deadline and the Budget allow.
+func (t *Transport) run(x *exchange) (*http.Response, error) {
+	lastRead := x.start     // the latest clock reading, close enough for the Throttle's window
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for JitterDecorrelated
-	var hedge *raceParams   // set when this request may be hedged
-	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, hasKey, body.replayable) {
-		if err := t.Hedge.validate(); err != nil {
-			closeRequestBody(req)
-			return nil, err
-		}
-		raceRules := judge // its own, so that judge stays on the stack
-		prep := &preparer{req: req, header: header, injected: injected, body: body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
-		hedge = &raceParams{base: base, via: sendVia, attemptTimeout: p.AttemptTimeout, exchangeTimeout: p.ExchangeTimeout, maxHedges: t.Hedge.maxHedges(),
-			maxAttempts: p.MaxAttempts, budget: budget, circuit: circuitOf, throttle: throttleOf,
-			k: k, lat: t.Hedge.latenciesOf(req.URL), prep: prep, rules: &raceRules, keyed: hasKey, tell: t.tell}
-	}
 	for attempt := 1; ; attempt++ {
-		areq, reason, err := prepareAttempt(req, header, injected, body, attempt, t.AttemptHeader, t.BeforeAttempt)
+		areq, reason, err := prepareAttempt(x.req, x.header, x.injected, x.body, attempt, t.AttemptHeader, t.BeforeAttempt)
 		switch reason {
 		case ReasonBody:
-			return t.cannotSend(ctx, req, req, last, err, attempt-1, ReasonBody, p)
+			return t.cannotSend(x, &Event{Request: x.req, Attempt: attempt - 1, Response: last, Err: err, GiveUp: ReasonBody})
 		case ReasonBeforeAttempt:
 			if last != nil {
 				discard(last)
 			}
-			return t.finish(req, nil, err, attempt-1, ReasonBeforeAttempt, p)
+			return t.finish(x, ending{nil, err, attempt - 1, ReasonBeforeAttempt})
 		}
 		attemptAt := monoBase.Add(lastRead) // this attempt's send time, near enough for the windows
-		if throttleOf != nil {
-			if err := throttleOf.allow(k, attemptAt, rand.Float64); err != nil {
-				closeRequestBody(areq)
-				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonThrottled, p)
-			}
-		}
-		var ticket circuit.Ticket
-		if circuitOf != nil {
-			if ticket, err = circuitOf.allow(); err != nil {
-				closeRequestBody(areq)
-				return t.cannotSend(ctx, req, areq, last, err, attempt-1, ReasonCircuitOpen, p)
-			}
+		ticket, refused, err := x.gate.allow(attemptAt)
+		if refused != ReasonNone {
+			closeRequestBody(areq)
+			return t.cannotSend(x, &Event{Request: areq, Attempt: attempt - 1, Response: last, Err: err, GiveUp: refused})
 		}
 		if last != nil {
 			discard(last)
 			last = nil
 		}
 		var resp *http.Response
-		if delay, ok := hedge.delayFor(t.Hedge); ok && attempt < p.MaxAttempts {
-			hedge.delay = delay
+		if delay, ok := x.hedge.delayFor(t.Hedge); ok && attempt < x.p.MaxAttempts {
+			x.hedge.delay = delay
 			var sent int
-			areq, resp, err, sent = hedge.race(ctx, areq, attempt, ticket)
+			areq, resp, err, sent = x.hedge.race(x.ctx, areq, attempt, ticket)
 			attempt += sent - 1
 		} else {
-			sreq, sends := traceSends(base, areq, p.MaxAttempts-attempt+1)
+			sreq, sends := traceSends(x.base, areq, x.p.MaxAttempts-attempt+1)
 			var sentAt time.Duration
-			if hedge != nil { // learning the host's latencies
+			if x.hedge != nil { // learning the host's latencies
 				sentAt = mono()
 			}
-			resp, err = send(sendVia, sreq, p.AttemptTimeout, p.ExchangeTimeout)
-			// The Breaker and the Throttle count a success at its send time
-			// (no clock read on the healthy path) and anything else at its
-			// end, one reading shared.
-			var clk onceClock
-			if circuitOf != nil {
-				circuitOf.report(ticket, areq, resp, err, attemptAt, clk.now)
+			resp, err = send(x.via, sreq, x.p.AttemptTimeout, x.p.ExchangeTimeout)
+			if x.gate.perHost() { // a success is counted at its send time, no clock read
+				x.gate.report(&x.judge, &sentAttempt{ticket: ticket, req: areq, resp: resp, err: err, at: attemptAt})
 			}
-			if throttleOf != nil {
-				throttleOf.report(&judge, areq, resp, err, attemptAt, clk.now)
+			if x.hedge != nil && err == nil {
+				x.hedge.lat.record(mono() - sentAt)
 			}
-			if hedge != nil && err == nil {
-				hedge.lat.record(mono() - sentAt)
-			}
-			if sends != nil {
-				// net/http resent the request itself: each resend is an attempt.
+			if sends != nil { // net/http resent the request itself: each resend is an attempt
 				for range sends.extra() {
 					attempt++
-					budget.withdraw(mono())
+					x.gate.budget.withdraw(mono())
 				}
 			}
 		}
 		if resp != nil && t.PeekBody > 0 && resp.StatusCode >= 400 {
 			resp.Body = peek(resp.Body, t.PeekBody)
 		}
-
-		retry, stop, trigger, replaced := judge.decide(areq, resp, err, sendable{
-			again:       replayable && body.replayable,
-			unsentAgain: body.replayable,
-			keyed:       hasKey,
+		retry, stop, trigger, replaced := x.judge.decide(areq, resp, err, sendable{
+			again:       x.replayable && x.body.replayable,
+			unsentAgain: x.body.replayable,
+			keyed:       x.keyed,
 		})
 		if replaced != nil { // ShouldRetry's error is the outcome now
 			if resp != nil {
@@ -402,76 +422,83 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			if stop == ReasonNotRetryable && trigger != "" && spent(resp, err) {
 				// A Transport below retried this under its own Policy and
 				// gave up: two retry layers on one path.
-				t.stacked(ctx, areq, stackedRetryhttp)
+				t.stacked(x.ctx, areq, stackedRetryhttp)
 			}
-			return t.finish(req, resp, err, attempt, stop, p)
+			return t.finish(x, ending{resp, err, attempt, stop})
 		}
 		e := Event{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
 		if t.Backoff == nil {
-			prev = p.backoff(attempt-1, prev, rand.Float64())
-		} else if attempt < p.MaxAttempts { // asked only for a retry that may follow
+			prev = x.p.backoff(attempt-1, prev, rand.Float64())
+		} else if attempt < x.p.MaxAttempts { // asked only for a retry that may follow
 			prev = max(0, t.Backoff(areq, attempt, resp))
 		}
-		var now time.Duration
-		e.Wait, e.GiveUp, now = t.nextWait(ctx, p, resp, attempt, start, prev, circuitOf)
-		lastRead = now + e.Wait
-		if e.GiveUp == ReasonNone && !budget.withdraw(now) {
-			e.GiveUp = ReasonBudget
-		}
-		t.event(ctx, &e)
+		e.Wait = prev
+		lastRead = t.nextWait(x, &e)
+		t.event(x.ctx, &e)
 		if e.GiveUp != ReasonNone {
-			return t.finish(req, resp, err, attempt, e.GiveUp, p)
+			return t.finish(x, ending{resp, err, attempt, e.GiveUp})
 		}
-		if resp != nil {
-			if circuitOf != nil || throttleOf != nil || body.mayFail() {
-				// The next attempt may not be sent (the circuit opens, the
-				// Throttle rejects it, the body cannot be had again): keep
-				// this response to return.
-				last = keep(resp)
-			} else {
-				discard(resp)
-			}
-		}
-		if err := sleep(ctx, e.Wait); err != nil {
-			if last != nil {
-				discard(last)
-			}
-			return t.finish(req, nil, err, attempt, ReasonCanceled, p)
+		if last, err = x.pause(resp, e.Wait); err != nil {
+			return t.finish(x, ending{nil, err, attempt, ReasonCanceled})
 		}
 	}
 }
 
-// nextWait is the wait before the retry that follows attempt (backoff,
-// or the server's own wait), and ReasonNone; or the reason no retry can
-// follow: the attempts are spent, the server asks for too long a wait, the
-// wait would end past MaxElapsed or the caller's deadline, or the circuit
-// opened meanwhile. The budget is asked last, by the caller, since asking
-// spends it, with now: the one clock reading (mono) the decision made.
-func (t *Transport) nextWait(ctx context.Context, p *Policy, resp *http.Response, attempt int, start, backoff time.Duration, hc *hostCircuit) (wait time.Duration, stop Reason, now time.Duration) {
-	wall := time.Now()
-	now = wall.Sub(monoBase) // monotonic, as mono() reads it
-	wait = backoff
-	var asked time.Duration
-	var hasAsked bool
-	if t.Backoff == nil && resp != nil {
-		if asked, hasAsked = ServerWait(resp, wall, t.RetryHints); hasAsked {
-			wait = asked + p.retryAfterSpread(rand.Float64())
+// pause waits before a retry. It keeps resp to return should the next
+// attempt not be sent (a brake refuses it, the body cannot be had again),
+// and otherwise drains it; a wait cut short by the context returns its
+// cause, the kept response closed.
+func (x *exchange) pause(resp *http.Response, wait time.Duration) (last *http.Response, err error) {
+	if resp != nil {
+		if x.gate.perHost() || x.body.mayFail() {
+			last = keep(resp)
+		} else {
+			discard(resp)
 		}
 	}
-	dl, hasDL := ctx.Deadline()
-	switch {
-	case attempt >= p.MaxAttempts:
-		return wait, ReasonAttempts, now
-	case hasAsked && asked > p.MaxRetryAfter:
-		return wait, ReasonRetryAfterTooLong, now
-	case now+wait-start > p.MaxElapsed:
-		return wait, ReasonElapsed, now
-	case hasDL && dl.Sub(wall) < wait:
-		return wait, ReasonDeadline, now
-	case hc != nil && hc.isOpen(wall):
-		return wait, ReasonCircuitOpen, now
+	if err := sleep(x.ctx, wait); err != nil {
+		if last != nil {
+			discard(last)
+		}
+		return nil, err
 	}
-	return wait, ReasonNone, now
+	return last, nil
+}
+
+// nextWait sets e.Wait, the wait before the retry that follows e's
+// attempt (the backoff it holds, or the server's own wait), and leaves
+// e.GiveUp ReasonNone; or sets e.GiveUp to the reason no retry can follow:
+// the attempts are spent, the server asks for too long a wait, the wait
+// would end past MaxElapsed or the caller's deadline, the circuit opened
+// meanwhile, or the Budget is spent (asked last, since asking spends it).
+// It returns when the retry would be sent, on the clock mono reads.
+func (t *Transport) nextWait(x *exchange, e *Event) time.Duration {
+	wall := time.Now()
+	now := wall.Sub(monoBase) // monotonic, as mono() reads it
+	p := x.p
+	var asked time.Duration
+	var hasAsked bool
+	if t.Backoff == nil && e.Response != nil {
+		if asked, hasAsked = ServerWait(e.Response, wall, t.RetryHints); hasAsked {
+			e.Wait = asked + p.retryAfterSpread(rand.Float64())
+		}
+	}
+	dl, hasDL := x.ctx.Deadline()
+	switch {
+	case e.Attempt >= p.MaxAttempts:
+		e.GiveUp = ReasonAttempts
+	case hasAsked && asked > p.MaxRetryAfter:
+		e.GiveUp = ReasonRetryAfterTooLong
+	case now+e.Wait-x.start > p.MaxElapsed:
+		e.GiveUp = ReasonElapsed
+	case hasDL && dl.Sub(wall) < e.Wait:
+		e.GiveUp = ReasonDeadline
+	case x.gate.circuit != nil && x.gate.circuit.isOpen(wall):
+		e.GiveUp = ReasonCircuitOpen
+	case !x.gate.budget.withdraw(now):
+		e.GiveUp = ReasonBudget
+	}
+	return now + e.Wait
 }
 
 // policy returns the Policy of a request, its defaults filled in: the
@@ -501,39 +528,48 @@ func (t *Transport) retryBudget() *Budget {
 	return &t.ownBudget
 }
 
-// cannotSend ends a RoundTrip whose next attempt cannot be sent (the
-// breaker refused it, or the body cannot be re-read): the caller gets the
-// response kept from the previous attempt if there is one, and otherwise a
-// RetryError wrapping cause. It is a give-up, reported like any other:
-// the event names areq, the attempt that could not be sent, and the
-// caller's req is the response's Request.
-func (t *Transport) cannotSend(ctx context.Context, req, areq *http.Request, last *http.Response, cause error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
-	e := Event{Request: areq, Attempt: attempts, Response: last, GiveUp: reason}
-	if last == nil {
-		e.Err = cause
+// cannotSend ends a RoundTrip whose next attempt cannot be sent (a brake
+// refused it, or the body cannot be re-read): the caller gets the response
+// kept from the previous attempt, e.Response, if there is one, and
+// otherwise a RetryError wrapping e.Err. It is a give-up, reported like any
+// other: the event names e.Request, the attempt that could not be sent,
+// and the caller's request is the response's Request.
+func (t *Transport) cannotSend(x *exchange, e *Event) (*http.Response, error) {
+	if e.Response != nil {
+		e.Err = nil
 	}
-	t.event(ctx, &e)
-	return t.finish(req, last, e.Err, attempts, reason, p)
+	t.event(x.ctx, e)
+	return t.finish(x, ending{e.Response, e.Err, e.Attempt, e.GiveUp})
 }
 
-// finish returns an attempt's outcome to the caller and counts it. What a
-// Transport that retries (p allows more than one attempt) gave up on is
-// marked spent, so that a Transport above does not retry it again; one
-// that sends once leaves the retrying to the layer above.
-func (t *Transport) finish(req *http.Request, resp *http.Response, err error, attempts int, reason Reason, p *Policy) (*http.Response, error) {
-	if t.hooks.Load() != nil || replayed(resp) { // the observers of EventDone; the logs, of a replay
-		t.tell(req.Context(), &Event{Kind: EventDone, Request: req, Attempt: attempts, Response: resp, Err: err, GiveUp: reason,
-			Outcome: outcomeOf(resp, err, reason)})
+// ending is how a RoundTrip ends: the outcome its caller gets, after how
+// many attempts, and the reason no other followed.
+type ending struct {
+	resp     *http.Response
+	err      error
+	attempts int
+	reason   Reason
+}
+
+// finish returns the outcome to the caller and counts it. What a Transport that retries (its Policy allows more than one
+// attempt) gave up on is marked spent, so that a Transport above does not
+// retry it again; one that sends once leaves the retrying to the layer
+// above.
+func (t *Transport) finish(x *exchange, o ending) (*http.Response, error) {
+	if t.hooks.Load() != nil || replayed(o.resp) { // the observers of EventDone; the logs, of a replay
+		t.tell(x.ctx, &Event{Kind: EventDone, Request: x.req, Attempt: o.attempts, Response: o.resp, Err: o.err, GiveUp: o.reason,
+			Outcome: outcomeOf(o.resp, o.err, o.reason)})
 	}
-	retried := p.MaxAttempts > 1
-	if err != nil {
-		return nil, &RetryError{Attempts: attempts, Reason: reason, Err: err, retried: retried}
+	retried := x.p.MaxAttempts > 1
+	if o.err != nil {
+		return nil, &RetryError{Attempts: o.attempts, Reason: o.reason, Err: o.err, retried: retried}
 	}
-	if retried && reason.GaveUp() {
+	resp := o.resp
+	if retried && o.reason.GaveUp() {
 		// A Transport above must not retry what this one gave up on.
 		resp.Body = &spentBody{resp.Body}
 	}
-	resp.Request = req
+	resp.Request = x.req
 	return resp, nil
 }
 
