@@ -79,8 +79,8 @@ func BenchmarkParallel64(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	br, _ := retryhttp.NewBreaker(retryhttp.BreakerSettings{})
-	ratio, _ := retryhttp.NewBreaker(retryhttp.BreakerSettings{FailureRatio: 0.1})
+	br, _ := retryhttp.NewBreaker(retryhttp.BreakerOptions{})
+	ratio, _ := retryhttp.NewBreaker(retryhttp.BreakerOptions{FailureRatio: 0.1})
 	cases := []struct {
 		name string
 		tr   http.RoundTripper
@@ -154,7 +154,7 @@ func BenchmarkBreakerManyHosts(b *testing.B) {
 	})
 	for _, maxHosts := range []int{1024, 32768} {
 		b.Run(fmt.Sprintf("MaxHosts=%d", maxHosts), func(b *testing.B) {
-			br, err := retryhttp.NewBreaker(retryhttp.BreakerSettings{MaxHosts: maxHosts})
+			br, err := retryhttp.NewBreaker(retryhttp.BreakerOptions{MaxHosts: maxHosts})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -45,7 +45,7 @@ func (s CircuitState) String() string {
 	return fmt.Sprintf("CircuitState(%d)", int(s))
 }
 
-// BreakerSettings configure a Breaker. Each zero field takes the default in
+// BreakerOptions configure a Breaker. Each zero field takes the default in
 // its comment.
 //
 // Two rules open a circuit. Consecutive failures (Failures) are the
@@ -55,7 +55,7 @@ func (s CircuitState) String() string {
 // success between them, which resets a consecutive count; set
 // FailureRatio to use it. With FailureRatio set and Failures 0, the ratio
 // alone decides; with both set, either rule opens the circuit.
-type BreakerSettings struct {
+type BreakerOptions struct {
 	// Failures is the number of consecutive failed attempts that opens a
 	// host's circuit. 0 means 5, unless FailureRatio
 	// is set: then 0 means no consecutive-failure rule.
@@ -103,7 +103,7 @@ type BreakerSettings struct {
 // what Retry-After and the Budget are for.
 //
 // Each circuit follows sony/gobreaker's semantics: consecutive failures
-// (or a failure ratio, see BreakerSettings) open it, it fails fast for
+// (or a failure ratio, see BreakerOptions) open it, it fails fast for
 // OpenFor, then Probes attempts decide, and a generation counter drops
 // late outcomes of an earlier state. Unlike gobreaker it takes no lock
 // while closed, which is where a healthy service spends its life, and
@@ -112,7 +112,7 @@ type BreakerSettings struct {
 // The zero Breaker uses the defaults. A Breaker is safe for concurrent use
 // and may be shared by Transports; it must not be copied after first use.
 type Breaker struct {
-	settings BreakerSettings
+	settings BreakerOptions
 	once     sync.Once
 	circuit  circuit.Settings
 
@@ -156,7 +156,7 @@ type hostCircuit struct {
 
 // NewBreaker returns a Breaker with the given settings, rejecting negative
 // durations and sizes.
-func NewBreaker(s BreakerSettings) (*Breaker, error) {
+func NewBreaker(s BreakerOptions) (*Breaker, error) {
 	switch {
 	case s.OpenFor < 0:
 		return nil, fmt.Errorf("retryhttp: NewBreaker: OpenFor %v is negative", s.OpenFor)

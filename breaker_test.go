@@ -56,7 +56,7 @@ func single(t *testing.T, tr *Transport, url string) (*http.Response, error) {
 func TestBreakerStateMachine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log transitions
-		b, err := NewBreaker(BreakerSettings{Failures: 3, OpenFor: 10 * time.Second, Probes: 2, OnStateChange: log.record})
+		b, err := NewBreaker(BreakerOptions{Failures: 3, OpenFor: 10 * time.Second, Probes: 2, OnStateChange: log.record})
 		require.NoError(t, err)
 		base := script(status(503), status(503), status(503), status(200))
 		tr := &Transport{Base: base, Breaker: b, Policy: Policy{MaxAttempts: 1}}
@@ -95,7 +95,7 @@ func TestBreakerStateMachine(t *testing.T) {
 
 func TestBreakerHalfOpenFailureReopens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, _ := NewBreaker(BreakerSettings{Failures: 2, OpenFor: 5 * time.Second})
+		b, _ := NewBreaker(BreakerOptions{Failures: 2, OpenFor: 5 * time.Second})
 		base := script(fail(errReset))
 		tr := &Transport{Base: base, Breaker: b, Policy: Policy{MaxAttempts: 1}}
 		for range 2 {
@@ -117,7 +117,7 @@ func TestBreakerHalfOpenFailureReopens(t *testing.T) {
 func TestBreakerFlapping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log transitions
-		b, _ := NewBreaker(BreakerSettings{Failures: 3, OpenFor: 2 * time.Second, OnStateChange: log.record})
+		b, _ := NewBreaker(BreakerOptions{Failures: 3, OpenFor: 2 * time.Second, OnStateChange: log.record})
 		up := true
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if up {
@@ -169,7 +169,7 @@ func TestBreakerWhatCounts(t *testing.T) {
 		{"500", status(500), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, _ := NewBreaker(BreakerSettings{Failures: 2})
+			b, _ := NewBreaker(BreakerOptions{Failures: 2})
 			tr := &Transport{Base: script(tc.step), Breaker: b, Policy: Policy{MaxAttempts: 1}}
 			single(t, tr, "https://api.test/")
 			single(t, tr, "https://api.test/")
@@ -181,7 +181,7 @@ func TestBreakerWhatCounts(t *testing.T) {
 		})
 	}
 	t.Run("caller cancellation does not count", func(t *testing.T) {
-		b, _ := NewBreaker(BreakerSettings{Failures: 1})
+		b, _ := NewBreaker(BreakerOptions{Failures: 1})
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		tr := &Transport{Base: script(fail(context.Canceled)), Breaker: b}
@@ -194,7 +194,7 @@ func TestBreakerWhatCounts(t *testing.T) {
 
 func TestBreakerPerHostAndBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, _ := NewBreaker(BreakerSettings{Failures: 1, MaxHosts: 3})
+		b, _ := NewBreaker(BreakerOptions{Failures: 1, MaxHosts: 3})
 		tr := &Transport{Base: script(status(503)), Breaker: b, Policy: Policy{MaxAttempts: 1}}
 		single(t, tr, "http://a.test/")
 		assert.Equal(t, CircuitOpen, b.State("http://a.test:80"))
@@ -213,9 +213,9 @@ func TestBreakerPerHostAndBounded(t *testing.T) {
 		assert.Equal(t, CircuitClosed, b.State("http://a.test:80"), "the least recently used host was forgotten")
 		assert.Equal(t, CircuitOpen, b.State("http://d.test:80"))
 	})
-	_, err := NewBreaker(BreakerSettings{OpenFor: -1})
+	_, err := NewBreaker(BreakerOptions{OpenFor: -1})
 	assert.ErrorContains(t, err, "OpenFor -1ns is negative")
-	_, err = NewBreaker(BreakerSettings{MaxHosts: -1})
+	_, err = NewBreaker(BreakerOptions{MaxHosts: -1})
 	assert.ErrorContains(t, err, "MaxHosts -1 is negative")
 }
 
@@ -223,7 +223,7 @@ func TestBreakerPerHostAndBounded(t *testing.T) {
 // the last response, and no wait is spent.
 func TestBreakerStopsRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, _ := NewBreaker(BreakerSettings{Failures: 2})
+		b, _ := NewBreaker(BreakerOptions{Failures: 2})
 		base := script(status(503))
 		var events []Event
 		tr := &Transport{Base: base, Breaker: b, Policy: Policy{Jitter: JitterNone}, Hooks: []Hook{retryHook(func(e Event) { events = append(events, e) })}}
@@ -248,7 +248,7 @@ func mustURL(t *testing.T, s string) *http.Request {
 // circuit_open, so error, log and metric tell one story.
 func TestBreakerOpenedDuringWaitReturnsLastResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, _ := NewBreaker(BreakerSettings{Failures: 2, OpenFor: time.Minute})
+		b, _ := NewBreaker(BreakerOptions{Failures: 2, OpenFor: time.Minute})
 		var events []Event
 		slow := &Transport{Base: script(status(503)), Breaker: b, Budget: NoBudget,
 			Policy: Policy{BaseDelay: time.Second, Jitter: JitterNone},
@@ -288,7 +288,7 @@ func TestBreakerRefusalIsLoggedAndCounted(t *testing.T) {
 	var buf bytes.Buffer
 	reg := prometheus.NewRegistry()
 	m, _ := NewMetrics(reg, MetricsOptions{})
-	b, _ := NewBreaker(BreakerSettings{Failures: 1})
+	b, _ := NewBreaker(BreakerOptions{Failures: 1})
 	var events []Event
 	tr := &Transport{Base: script(status(503)), Breaker: b, Policy: Policy{MaxAttempts: 1},
 		Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
@@ -319,7 +319,7 @@ func TestBreakerRefusalIsLoggedAndCounted(t *testing.T) {
 // More hosts than MaxHosts: healthy hosts make room, failing ones keep
 // their circuits, which open and protect.
 func TestBreakerKeepsProtectingPastMaxHosts(t *testing.T) {
-	b, _ := NewBreaker(BreakerSettings{Failures: 3, MaxHosts: 16})
+	b, _ := NewBreaker(BreakerOptions{Failures: 3, MaxHosts: 16})
 	failing := map[string]bool{"h7.test": true, "h50.test": true, "h123.test": true}
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		code := 200
@@ -373,7 +373,7 @@ func TestBreakerFailureRatio(t *testing.T) {
 		assert.Equal(t, -1, run(&Breaker{}), "the default, consecutive rule never opens on 60% failures")
 
 		var log transitions
-		b, err := NewBreaker(BreakerSettings{FailureRatio: 0.5, Window: 10 * time.Second, MinCalls: 20, OpenFor: 5 * time.Second, OnStateChange: log.record})
+		b, err := NewBreaker(BreakerOptions{FailureRatio: 0.5, Window: 10 * time.Second, MinCalls: 20, OpenFor: 5 * time.Second, OnStateChange: log.record})
 		require.NoError(t, err)
 		n := run(b)
 		assert.True(t, n >= 20 && n <= 25, "the ratio rule opened after %d calls, want soon after MinCalls (20)", n)
@@ -385,14 +385,14 @@ func TestBreakerFailureRatio(t *testing.T) {
 }
 
 func TestBreakerSettingsValidated(t *testing.T) {
-	for _, s := range []BreakerSettings{
+	for _, s := range []BreakerOptions{
 		{FailureRatio: -0.1}, {FailureRatio: 1.5}, {FailureRatio: math.NaN()},
 		{FailureRatio: 0.5, Window: -time.Second}, {FailureRatio: 0.5, Window: time.Millisecond},
 	} {
 		_, err := NewBreaker(s)
 		assert.Error(t, err, "%+v", s)
 	}
-	_, err := NewBreaker(BreakerSettings{FailureRatio: 1})
+	_, err := NewBreaker(BreakerOptions{FailureRatio: 1})
 	assert.NoError(t, err)
 }
 
@@ -401,7 +401,7 @@ func TestBreakerSettingsValidated(t *testing.T) {
 // Breaker. A failure is counted when it ended: a timeout longer than the
 // window still counts.
 func TestBreakerCountsWhen(t *testing.T) {
-	b, err := NewBreaker(BreakerSettings{FailureRatio: 0.7, Window: 10 * time.Second, MinCalls: 2})
+	b, err := NewBreaker(BreakerOptions{FailureRatio: 0.7, Window: 10 * time.Second, MinCalls: 2})
 	require.NoError(t, err)
 	u, _ := url.Parse("http://api.test/x")
 	hc := b.circuitFor(hostOf(u))

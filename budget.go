@@ -35,15 +35,15 @@ import (
 // Transports that call the same dependency, so that together they stay
 // within it. A Budget must not be copied after first use.
 type Budget struct {
-	settings BudgetSettings
+	settings BudgetOptions
 	off      bool
 	once     sync.Once
 	b        atomic.Pointer[budget.Budget] // set once, by init
 }
 
-// BudgetSettings configure a Budget. Each zero field takes the default in
+// BudgetOptions configure a Budget. Each zero field takes the default in
 // its comment.
-type BudgetSettings struct {
+type BudgetOptions struct {
 	// Ratio is the share of logical requests that may be retried: 0.1 lets
 	// retries add 10% to the load. 0 means 0.1.
 	Ratio float64
@@ -61,7 +61,7 @@ var NoBudget = &Budget{off: true}
 
 // NewBudget returns a budget with the given settings. A negative, infinite
 // or NaN value is an error.
-func NewBudget(s BudgetSettings) (*Budget, error) {
+func NewBudget(s BudgetOptions) (*Budget, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func NewBudget(s BudgetSettings) (*Budget, error) {
 	return b, nil
 }
 
-func (s BudgetSettings) validate() error {
+func (s BudgetOptions) validate() error {
 	switch {
 	case !(s.Ratio >= 0) || math.IsInf(s.Ratio, 0):
 		return fmt.Errorf("retryhttp: NewBudget: Ratio %v must be a finite number >= 0", s.Ratio)

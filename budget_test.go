@@ -25,16 +25,16 @@ func TestBudgetZeroNoAndBad(t *testing.T) {
 			require.True(t, NoBudget.withdraw(mono()))
 		}
 	})
-	for _, bad := range []BudgetSettings{{Ratio: -0.1}, {MinPerSecond: -1}, {Ratio: math.NaN()}, {MinPerSecond: math.Inf(1)}, {Window: -time.Second}} {
+	for _, bad := range []BudgetOptions{{Ratio: -0.1}, {MinPerSecond: -1}, {Ratio: math.NaN()}, {MinPerSecond: math.Inf(1)}, {Window: -time.Second}} {
 		b, err := NewBudget(bad)
 		assert.Error(t, err, "%+v", bad)
 		assert.Nil(t, b)
 	}
-	_, err := NewBudget(BudgetSettings{Ratio: -1})
+	_, err := NewBudget(BudgetOptions{Ratio: -1})
 	assert.EqualError(t, err, "retryhttp: NewBudget: Ratio -1 must be a finite number >= 0")
 }
 
-func mustBudget(t testing.TB, s BudgetSettings) *Budget {
+func mustBudget(t testing.TB, s BudgetOptions) *Budget {
 	b, err := NewBudget(s)
 	require.NoError(t, err)
 	return b
@@ -47,7 +47,7 @@ func TestBudgetUnderFullOutage(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		budget *Budget
-	}{{"default budget", nil}, {"explicit 10%, 10/s", mustBudget(t, BudgetSettings{Ratio: 0.1, MinPerSecond: 10})}, {"no budget", NoBudget}} {
+	}{{"default budget", nil}, {"explicit 10%, 10/s", mustBudget(t, BudgetOptions{Ratio: 0.1, MinPerSecond: 10})}, {"no budget", NoBudget}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const requests = 10_000
@@ -87,7 +87,7 @@ func TestBudgetUnderFullOutage(t *testing.T) {
 
 func TestTransportBudgetGiveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, BudgetSettings{Ratio: 1e-9, MinPerSecond: 0.2}) // two retries per 10s window
+		b := mustBudget(t, BudgetOptions{Ratio: 1e-9, MinPerSecond: 0.2}) // two retries per 10s window
 		base := script(status(503))
 		var events []Event
 		tr := &Transport{Base: base, Budget: b, Policy: Policy{Jitter: JitterNone}, Hooks: []Hook{retryHook(func(e Event) { events = append(events, e) })}}

@@ -32,7 +32,7 @@ func ExampleNewBudget() {
 	}))
 	defer srv.Close()
 
-	budget, err := retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: 0.1, MinPerSecond: 1})
+	budget, err := retryhttp.NewBudget(retryhttp.BudgetOptions{Ratio: 0.1, MinPerSecond: 1})
 	if err != nil {
 		panic(err)
 	}
@@ -57,7 +57,7 @@ func ExampleNewBreaker() {
 	srv := alwaysDown()
 	defer srv.Close()
 
-	breaker, err := retryhttp.NewBreaker(retryhttp.BreakerSettings{Failures: 3, OpenFor: 30 * time.Second})
+	breaker, err := retryhttp.NewBreaker(retryhttp.BreakerOptions{Failures: 3, OpenFor: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}

@@ -181,7 +181,7 @@ func TestHedgeBounds(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, []string{"GET 1", "GET 2"}, base.sent, "two attempts in all, the hedge one of them")
 
-		empty, err := NewBudget(BudgetSettings{Ratio: 1e-9, MinPerSecond: 1e-9})
+		empty, err := NewBudget(BudgetOptions{Ratio: 1e-9, MinPerSecond: 1e-9})
 		require.NoError(t, err)
 		base = &slowFirst{delays: map[int]time.Duration{1: 50 * time.Millisecond}}
 		tr = &Transport{Base: base, Hedge: &Hedging{Delay: 10 * time.Millisecond}, Budget: empty}

@@ -76,7 +76,7 @@ func TestMetricsScraped(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
-	b, _ := NewBreaker(BreakerSettings{Failures: 2})
+	b, _ := NewBreaker(BreakerOptions{Failures: 2})
 
 	// 503, 503, 200: one success after three attempts.
 	tr := &Transport{Base: script(status(503), status(503), status(200)), Policy: noWait, Hooks: []Hook{m}}
@@ -146,7 +146,7 @@ func TestCircuitGaugeTurnsHalfOpenWithTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		m, _ := NewMetrics(reg, MetricsOptions{})
-		b, _ := NewBreaker(BreakerSettings{Failures: 1, OpenFor: time.Second})
+		b, _ := NewBreaker(BreakerOptions{Failures: 1, OpenFor: time.Second})
 		tr := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 1}, Hooks: []Hook{m}, Breaker: b}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
@@ -289,8 +289,8 @@ func TestCircuitGaugeTwoBreakersOneHost(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
-	open, _ := NewBreaker(BreakerSettings{Failures: 1})
-	closed, _ := NewBreaker(BreakerSettings{Failures: 5})
+	open, _ := NewBreaker(BreakerOptions{Failures: 1})
+	closed, _ := NewBreaker(BreakerOptions{Failures: 5})
 	for _, b := range []*Breaker{open, closed} {
 		tr := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: 1}, Hooks: []Hook{m}, Breaker: b}
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
@@ -310,9 +310,9 @@ func TestCircuitGaugeForgetsCollectedBreakers(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg, MetricsOptions{})
 	require.NoError(t, err)
-	keep, _ := NewBreaker(BreakerSettings{})
+	keep, _ := NewBreaker(BreakerOptions{})
 	for i := range 5000 {
-		b, _ := NewBreaker(BreakerSettings{})
+		b, _ := NewBreaker(BreakerOptions{})
 		if i == 0 {
 			b = keep
 		}

@@ -49,7 +49,7 @@ var ErrThrottled = errors.New("retryhttp: throttled")
 // use; share one *Throttle among the Transports that call the same hosts.
 // It must not be copied after first use.
 type Throttle struct {
-	settings ThrottleSettings
+	settings ThrottleOptions
 	once     sync.Once
 
 	hosts sync.Map   // hostID -> *hostThrottle
@@ -57,9 +57,9 @@ type Throttle struct {
 	n     int        // hosts tracked; guarded by mu
 }
 
-// ThrottleSettings configure a Throttle. Each zero field takes the default
+// ThrottleOptions configure a Throttle. Each zero field takes the default
 // in its comment.
-type ThrottleSettings struct {
+type ThrottleOptions struct {
 	// K is how many attempts per accepted one a host is sent before
 	// local rejections start: 2 lets a client send twice what the host
 	// accepts, which keeps enough traffic flowing to see it recover. It
@@ -83,7 +83,7 @@ type ThrottleSettings struct {
 
 // NewThrottle returns a Throttle with the given settings, rejecting a K
 // below 1 and negative durations and sizes.
-func NewThrottle(s ThrottleSettings) (*Throttle, error) {
+func NewThrottle(s ThrottleOptions) (*Throttle, error) {
 	switch {
 	case s.K != 0 && !(s.K >= 1) || math.IsInf(s.K, 0):
 		return nil, fmt.Errorf("retryhttp: NewThrottle: K %v must be a finite number >= 1", s.K)

@@ -96,7 +96,7 @@ func TestThrottleSettlesNearKTimesAccepts(t *testing.T) {
 // everything again once its rejections leave the window.
 func TestThrottleHealthyAndRecovering(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th, err := NewThrottle(ThrottleSettings{K: 2, Window: 10 * time.Second})
+		th, err := NewThrottle(ThrottleOptions{K: 2, Window: 10 * time.Second})
 		require.NoError(t, err)
 		healthy := &overloaded{every: 1}
 		tr := &Transport{Base: healthy, Throttle: th, Policy: Policy{MaxAttempts: 1}}
@@ -150,7 +150,7 @@ func TestThrottleWhatCounts(t *testing.T) {
 }
 
 func TestThrottleSettingsValidated(t *testing.T) {
-	for _, s := range []ThrottleSettings{{K: 0.5}, {K: -1}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -1}, {Window: time.Millisecond}, {MaxHosts: -1}, {MinRequests: -1}} {
+	for _, s := range []ThrottleOptions{{K: 0.5}, {K: -1}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -1}, {Window: time.Millisecond}, {MaxHosts: -1}, {MinRequests: -1}} {
 		_, err := NewThrottle(s)
 		assert.Error(t, err, "%+v", s)
 	}
@@ -159,7 +159,7 @@ func TestThrottleSettingsValidated(t *testing.T) {
 // Past MaxHosts, a host that rejected nothing is forgotten first, so a
 // rejecting host keeps its counts.
 func TestThrottleBoundedHosts(t *testing.T) {
-	th, err := NewThrottle(ThrottleSettings{MaxHosts: 3})
+	th, err := NewThrottle(ThrottleOptions{MaxHosts: 3})
 	require.NoError(t, err)
 	tr := &Transport{Base: &overloaded{every: math.MaxInt64}, Throttle: th, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}
 	for range 20 {
@@ -207,7 +207,7 @@ func TestThrottleSparesTheFirstRetries(t *testing.T) {
 // 503, not an error for a request that did reach the server.
 func TestThrottledRetryReturnsTheLastResponse(t *testing.T) {
 	const n = 10000
-	th, err := NewThrottle(ThrottleSettings{MinRequests: n})
+	th, err := NewThrottle(ThrottleOptions{MinRequests: n})
 	require.NoError(t, err)
 	down := &overloaded{every: math.MaxInt64}
 	once := &Transport{Base: down, Throttle: th, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}

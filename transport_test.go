@@ -466,7 +466,7 @@ func TestWhatTheCallerGets(t *testing.T) {
 		assert.Equal(t, "retryhttp: gave up: attempt limit reached (4 attempts): "+errReset.Error(), err.Error())
 	})
 	t.Run("nil URL is an error, not a panic", func(t *testing.T) {
-		b, _ := NewBreaker(BreakerSettings{})
+		b, _ := NewBreaker(BreakerOptions{})
 		body := &closeTracker{Reader: strings.NewReader("x")}
 		_, err := (&Transport{Base: script(status(200)), Breaker: b}).RoundTrip(&http.Request{Method: "POST", Body: body})
 		assert.ErrorContains(t, err, "nil Request.URL")

@@ -41,7 +41,7 @@ func unbudgeted(l Lib) Lib {
 		wrap := l.Wrap
 		l.Wrap = func(base http.RoundTripper) http.RoundTripper {
 			t := wrap(base).(*retryhttp.Transport)
-			t.Budget = must(retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: 1, MinPerSecond: 1e9}))
+			t.Budget = must(retryhttp.NewBudget(retryhttp.BudgetOptions{Ratio: 1, MinPerSecond: 1e9}))
 			return t
 		}
 	}
@@ -66,12 +66,12 @@ func Libs() []Lib {
 			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Hooks: []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
 		}},
 		{"retryhttp+budget+breaker", func(base http.RoundTripper) http.RoundTripper {
-			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
-				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerSettings{}))}
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetOptions{})),
+				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerOptions{}))}
 		}},
 		{"retryhttp+all", func(base http.RoundTripper) http.RoundTripper {
-			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
-				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerSettings{})),
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetOptions{})),
+				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerOptions{})),
 				Hooks:   []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
 		}},
 		{"retryhttp+overload", func(base http.RoundTripper) http.RoundTripper {
@@ -81,9 +81,9 @@ func Libs() []Lib {
 			// 0.6 and K 3 keep that workload from opening the circuit or
 			// being throttled, which at 0.5 and K 2 they rightly would at
 			// times.
-			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetSettings{})),
-				Breaker:  must(retryhttp.NewBreaker(retryhttp.BreakerSettings{FailureRatio: 0.6})),
-				Throttle: must(retryhttp.NewThrottle(retryhttp.ThrottleSettings{K: 3})),
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetOptions{})),
+				Breaker:  must(retryhttp.NewBreaker(retryhttp.BreakerOptions{FailureRatio: 0.6})),
+				Throttle: must(retryhttp.NewThrottle(retryhttp.ThrottleOptions{K: 3})),
 				Hooks:    []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
 		}},
 		{"go-retryablehttp", func(base http.RoundTripper) http.RoundTripper {

@@ -210,8 +210,8 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 		}
 	}))
 	defer limited.Close()
-	breaker, _ := retryhttp.NewBreaker(retryhttp.BreakerSettings{Failures: 3, OpenFor: time.Hour})
-	budget, _ := retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: 0.05, MinPerSecond: 1})
+	breaker, _ := retryhttp.NewBreaker(retryhttp.BreakerOptions{Failures: 3, OpenFor: time.Hour})
+	budget, _ := retryhttp.NewBudget(retryhttp.BudgetOptions{Ratio: 0.05, MinPerSecond: 1})
 	tr := &retryhttp.Transport{Hooks: []retryhttp.Hook{metrics}, Logger: quiet, Breaker: breaker, Budget: budget, Throttle: &retryhttp.Throttle{},
 		Hedge: &retryhttp.Hedging{Delay: 10 * time.Millisecond}, InjectIdempotencyKey: true,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond}}

@@ -156,10 +156,10 @@ func client1_0() {
 	metrics, err := retryhttp.NewMetrics(reg, retryhttp.MetricsOptions{}) // serve reg with promhttp.HandlerFor
 	if err != nil {
 	}
-	breaker, err := retryhttp.NewBreaker(retryhttp.BreakerSettings{Failures: 5, OpenFor: 30 * time.Second})
+	breaker, err := retryhttp.NewBreaker(retryhttp.BreakerOptions{Failures: 5, OpenFor: 30 * time.Second})
 	if err != nil {
 	}
-	budget, err := retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: 0.1, MinPerSecond: 10}) // the defaults
+	budget, err := retryhttp.NewBudget(retryhttp.BudgetOptions{Ratio: 0.1, MinPerSecond: 10}) // the defaults
 	if err != nil {
 	}
 

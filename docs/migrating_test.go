@@ -435,7 +435,7 @@ var rows = map[string]func(t *testing.T){
 	},
 	"—": func(t *testing.T) {
 		a := script(200)
-		budget, err := retryhttp.NewBudget(retryhttp.BudgetSettings{})
+		budget, err := retryhttp.NewBudget(retryhttp.BudgetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,13 +40,13 @@ func runLive(sc scenario, st strategy, progress func(time.Duration)) (result, er
 	budget := retryhttp.NoBudget
 	if st.budget {
 		var err error
-		if budget, err = retryhttp.NewBudget(retryhttp.BudgetSettings{Ratio: sc.budget.ratio, MinPerSecond: sc.budget.floor, Window: sc.budget.window}); err != nil {
+		if budget, err = retryhttp.NewBudget(retryhttp.BudgetOptions{Ratio: sc.budget.ratio, MinPerSecond: sc.budget.floor, Window: sc.budget.window}); err != nil {
 			return result{}, err
 		}
 	}
 	var throttle *retryhttp.Throttle // shared by the clients, as one service's Transports would share it
 	if st.throttle {
-		if throttle, err = retryhttp.NewThrottle(retryhttp.ThrottleSettings{Window: throttleWindow}); err != nil {
+		if throttle, err = retryhttp.NewThrottle(retryhttp.ThrottleOptions{Window: throttleWindow}); err != nil {
 			return result{}, err
 		}
 	}

@@ -1,6 +1,6 @@
 // Package defaults holds the values a zero field of the root package's
-// settings takes (Policy, BreakerSettings, BudgetSettings, Hedging,
-// ThrottleSettings), in one place, so that the Transport and the storm
+// options take (Policy, BreakerOptions, BudgetOptions, Hedging,
+// ThrottleOptions), in one place, so that the Transport and the storm
 // simulator in cmd/retrystorm run on the same numbers. The reason for each
 // value is in the doc of the field it fills.
 package defaults
@@ -17,7 +17,7 @@ const (
 	MaxBufferedBody = 1 << 20
 )
 
-// BreakerSettings.
+// BreakerOptions.
 const (
 	BreakerFailures = 5
 	BreakerOpenFor  = 30 * time.Second
@@ -27,7 +27,7 @@ const (
 	BreakerMinCalls = 20
 )
 
-// BudgetSettings.
+// BudgetOptions.
 const (
 	BudgetRatio        = 0.1
 	BudgetMinPerSecond = 10
@@ -40,7 +40,7 @@ const (
 	MaxHedges     = 1
 )
 
-// ThrottleSettings: K and the window are the SRE book's.
+// ThrottleOptions: K and the window are the SRE book's.
 const (
 	ThrottleK        = 2
 	ThrottleWindow   = 2 * time.Minute
