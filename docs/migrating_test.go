@@ -29,7 +29,8 @@ import (
 // exactly.
 
 // scripted answers request i with steps[i] (the last repeated): a status,
-// or 0 to fail as a connection closed before a response. It records what
+// 0 to fail as a connection closed before a response, or -1 to stall until
+// the attempt's context ends. It records what
 // it saw.
 type scripted struct {
 	mu    sync.Mutex
@@ -59,8 +60,12 @@ func (s *scripted) RoundTrip(r *http.Request) (*http.Response, error) {
 	code := s.steps[min(len(s.seen), len(s.steps))-1]
 	n := len(s.seen)
 	s.mu.Unlock()
-	if code == 0 {
+	switch code {
+	case 0:
 		return nil, io.ErrUnexpectedEOF
+	case -1: // stalled until the attempt's context ends
+		<-r.Context().Done()
+		return nil, r.Context().Err()
 	}
 	return &http.Response{StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)), Header: http.Header{},
 		Body: io.NopCloser(strings.NewReader(fmt.Sprint("answer ", n))), Request: r, ProtoMajor: 1}, nil
@@ -455,39 +460,50 @@ func same[T comparable](t *testing.T, what string, before, after, want T) {
 	}
 }
 
-// TestMigratingRows runs every row of the table, and fails for a row
-// without a test.
+// TestMigratingRows runs every row of the go-retryablehttp and failsafe-go
+// tables, and fails for a row without a test.
 func TestMigratingRows(t *testing.T) {
 	doc, err := os.ReadFile("MIGRATING.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(doc)
-	start := strings.Index(section, "## From hashicorp/go-retryablehttp: move to the Transport")
-	end := strings.Index(section, "## From failsafe-go")
+	for _, table := range []struct {
+		from, to string
+		header   string
+		rows     map[string]func(*testing.T)
+	}{
+		{"## From hashicorp/go-retryablehttp: move to the Transport", "## From failsafe-go", "go-retryablehttp", rows},
+		{"## From failsafe-go", "## Changes", "failsafe-go", failsafeRows},
+	} {
+		t.Run(table.header, func(t *testing.T) { checkRows(t, string(doc), table.from, table.to, table.header, table.rows) })
+	}
+}
+
+func checkRows(t *testing.T, doc, from, to, header string, tests map[string]func(*testing.T)) {
+	start, end := strings.Index(doc, from), strings.Index(doc, to)
 	if start < 0 || end < start {
-		t.Fatal("MIGRATING.md: the go-retryablehttp section is not where this test looks")
+		t.Fatalf("MIGRATING.md: %q is not where this test looks", from)
 	}
 	row := regexp.MustCompile("(?m)^\\| (.+?) \\| .+ \\|$")
 	var cells []string
-	for _, m := range row.FindAllStringSubmatch(section[start:end], -1) {
-		if c := m[1]; c != "go-retryablehttp" && c != "---" {
+	for _, m := range row.FindAllStringSubmatch(doc[start:end], -1) {
+		if c := m[1]; c != header && c != "---" {
 			cells = append(cells, c)
 		}
 	}
-	if len(cells) < 20 {
+	if len(cells) < 10 {
 		t.Fatalf("%d rows found; the table is not where this test looks", len(cells))
 	}
 	for _, c := range cells {
-		f, ok := rows[c]
+		f, ok := tests[c]
 		if !ok {
-			t.Errorf("row %s has no test in rows", c)
+			t.Errorf("row %s has no test", c)
 			continue
 		}
 		t.Run(c, func(t *testing.T) { synctest.Test(t, f) })
 	}
-	if len(rows) != len(cells) {
-		t.Errorf("%d tests for %d rows: a test for a row that is gone", len(rows), len(cells))
+	if len(tests) != len(cells) {
+		t.Errorf("%d tests for %d rows: a test for a row that is gone", len(tests), len(cells))
 	}
 }
 
