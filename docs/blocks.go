@@ -5,6 +5,7 @@
 package docs
 
 import (
+	"bytes"
 	"context"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
@@ -148,6 +149,53 @@ func migrating2_2() {
 		Policy: retryhttp.Policy{MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 30 * time.Second},
 	}}
 	_ = client
+}
+
+// MIGRATING.md, block 3
+func migrating3_1() {
+	var ctx context.Context
+	var client *http.Client
+	var url string
+	var body []byte
+	var err error
+	var resp *http.Response
+	for attempt := 0; attempt < 4; attempt++ {
+		req, _ := http.NewRequestWithContext(ctx, "PUT", url, bytes.NewReader(body))
+		resp, err = client.Do(req)
+		if err == nil && resp.StatusCode < 500 {
+			break
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		time.Sleep(time.Duration(1<<attempt) * 100 * time.Millisecond)
+	}
+
+	_ = ctx
+	_ = client
+	_ = url
+	_ = body
+	_ = err
+	_ = resp
+}
+
+// MIGRATING.md, block 3
+func migrating3_2() {
+	var ctx context.Context
+	var client *http.Client
+	var url string
+	var body []byte
+	var err error
+	client.Transport = &retryhttp.Transport{Base: client.Transport}
+	req, _ := http.NewRequestWithContext(ctx, "PUT", url, bytes.NewReader(body))
+	resp, err := client.Do(req)
+	_ = ctx
+	_ = client
+	_ = url
+	_ = body
+	_ = err
+	_ = req
+	_ = resp
 }
 
 // client.md, block 1

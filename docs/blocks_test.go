@@ -25,6 +25,7 @@ var sources = []string{"../README.md", "MIGRATING.md", "client.md", "exactly-onc
 
 // imports are the packages a block may name, by the name it uses.
 var imports = map[string]string{
+	"bytes":         "bytes",
 	"context":       "context",
 	"http":          "net/http",
 	"slog":          "log/slog",
