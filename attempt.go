@@ -8,7 +8,10 @@ import (
 	"time"
 )
 
-// preparer holds what prepareAttempt needs, for the hedges of a request.
+// preparer makes each attempt's request of a RoundTrip: the caller's
+// request, the header every attempt carries (with any injected key), its
+// body, the attempt header and BeforeAttempt. The attempt loop and the
+// hedges of a request share one.
 type preparer struct {
 	req           *http.Request
 	header        http.Header
@@ -18,20 +21,16 @@ type preparer struct {
 	before        func(*http.Request) error // Transport.BeforeAttempt
 }
 
+// prepare returns attempt n's request, passed through BeforeAttempt, or
+// the reason it cannot be had: ReasonBody (the body cannot be had again)
+// or ReasonBeforeAttempt.
 func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
-	return prepareAttempt(p.req, p.header, p.injected, p.body, n, p.attemptHeader, p.before)
-}
-
-// prepareAttempt returns attempt n's request, passed through before
-// (BeforeAttempt), or the reason it cannot be had: ReasonBody (the body
-// cannot be had again) or ReasonBeforeAttempt.
-func prepareAttempt(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string, before func(*http.Request) error) (*http.Request, Reason, error) {
-	areq, err := attemptRequest(req, header, injected, body, n, attemptHeader, before != nil)
+	areq, err := p.request(n)
 	if err != nil {
 		return nil, ReasonBody, err
 	}
-	if before != nil {
-		if err := before(areq); err != nil {
+	if p.before != nil {
+		if err := p.before(areq); err != nil {
 			closeRequestBody(areq)
 			return nil, ReasonBeforeAttempt, err
 		}
@@ -39,14 +38,16 @@ func prepareAttempt(req *http.Request, header http.Header, injected bool, body r
 	return areq, ReasonNone, nil
 }
 
-// attemptRequest returns the request to send on attempt n: the caller's
-// own when nothing about it changes (the common first attempt, no
-// allocation), otherwise a shallow copy with this attempt's header and
-// body. A retry's copy carries its attempt number in its context, for the
-// layers below (see AttemptFromContext), and in attemptHeader if set.
-// ownHeader asks for a copy with a header of its own, for BeforeAttempt.
-func attemptRequest(req *http.Request, header http.Header, injected bool, body replayBody, n int, attemptHeader string, ownHeader bool) (*http.Request, error) {
-	if n == 1 && body.buf == nil && body.head == nil && !injected && attemptHeader == "" && !ownHeader {
+// request returns the request to send on attempt n: the caller's own when
+// nothing about it changes (the common first attempt, no allocation),
+// otherwise a shallow copy with this attempt's header and body. A retry's
+// copy carries its attempt number in its context, for the layers below
+// (see AttemptFromContext), and in the attempt header if set. With
+// BeforeAttempt the copy has a header of its own, for it to change.
+func (p *preparer) request(n int) (*http.Request, error) {
+	req, header, body := p.req, p.header, p.body
+	ownHeader := p.before != nil
+	if n == 1 && body.buf == nil && body.head == nil && !p.injected && p.attemptHeader == "" && !ownHeader {
 		return req, nil
 	}
 	rc, getBody, err := body.forAttempt(n)
@@ -60,14 +61,14 @@ func attemptRequest(req *http.Request, header http.Header, injected bool, body r
 		r = new(http.Request)
 		*r = *req
 	}
-	if attemptHeader != "" || ownHeader {
+	if p.attemptHeader != "" || ownHeader {
 		header = header.Clone()
 		if header == nil {
 			header = make(http.Header, 1)
 		}
 	}
-	if attemptHeader != "" {
-		header.Set(attemptHeader, strconv.Itoa(n))
+	if p.attemptHeader != "" {
+		header.Set(p.attemptHeader, strconv.Itoa(n))
 	}
 	r.Header = header
 	r.Body = rc

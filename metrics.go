@@ -316,11 +316,13 @@ func (m *Metrics) retry(u *url.URL, trigger Trigger, wait time.Duration) {
 	m.backoff.Observe(wait.Seconds())
 }
 
-func (m *Metrics) request(req *http.Request, resp *http.Response, err error, reason Reason, attempts int) {
+// request counts a RoundTrip's end, e an EventDone.
+func (m *Metrics) request(e *Event) {
 	if m == nil {
 		return
 	}
-	i, j := methodIndex(req.Method), outcomeIndex(resp, err, reason)
+	req, reason, attempts := e.Request, e.GiveUp, e.Attempt
+	i, j := methodIndex(req.Method), outcomeIndex(e.Response, e.Err, reason)
 	sh := m.shared.hot.shard()
 	// The request's attempts are counted with it, when it ends: one shard
 	// and one pass for all its counters.

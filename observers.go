@@ -23,7 +23,7 @@ func (m *Metrics) OnEvent(_ context.Context, e Event) {
 	case EventRetry:
 		m.retry(e.Request.URL, e.Trigger, e.Wait)
 	case EventDone:
-		m.request(e.Request, e.Response, e.Err, e.GiveUp, e.Attempt)
+		m.request(&e)
 		if replayed(e.Response) {
 			m.replayed.Inc()
 		}

@@ -254,11 +254,9 @@ type exchange struct {
 	ctx        context.Context
 	p          *Policy // shared: copy before changing it
 	judge      rules
-	header     http.Header // the caller's, or a copy with the injected key
-	injected   bool
-	keyed      bool // an Idempotency-Key is sent, the caller's or injected
-	replayable bool // the method or the key makes a resend safe
-	body       replayBody
+	prep       preparer          // each attempt's request
+	keyed      bool              // an Idempotency-Key is sent, the caller's or injected
+	replayable bool              // the method or the key makes a resend safe
 	base, via  http.RoundTripper // via: base, or the hooks' WrapAttempt chain around it
 	gate       gate
 	hedge      *raceParams // set when this request may be hedged
@@ -280,13 +278,13 @@ func (t *Transport) begin(req *http.Request) (x exchange, err error) {
 		return x, err
 	}
 	x.judge = t.rules()
-	x.header = req.Header
-	x.keyed = wire.HasKey(x.header)
-	x.injected = t.InjectIdempotencyKey && !x.keyed && wire.Keyed(req.Method)
+	x.prep = preparer{req: req, header: req.Header, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
+	x.keyed = wire.HasKey(x.prep.header)
+	x.prep.injected = t.InjectIdempotencyKey && !x.keyed && wire.Keyed(req.Method)
 	var stableKey string // a key that is the same on every run of the call: the caller's, or derived
 	derived := false
 	switch {
-	case x.injected:
+	case x.prep.injected:
 		var key string
 		if op := opkey.From(x.ctx); op != nil {
 			key = derivedKey(x.ctx, op, req)
@@ -294,14 +292,14 @@ func (t *Transport) begin(req *http.Request) (x exchange, err error) {
 		} else {
 			key = newIdempotencyKey()
 		}
-		x.header = withIdempotencyKey(x.header, key)
+		x.prep.header = withIdempotencyKey(x.prep.header, key)
 		x.keyed = true
 	case x.keyed:
-		stableKey = keyOf(x.header)
+		stableKey = keyOf(x.prep.header)
 	}
-	x.start = mono()
+	x.start, x.p = mono(), p
 	if p.MaxAttempts > 1 { // a Transport that sends once stacks on nothing
-		if signal := t.upperRetry(req, c, stableKey, derived, x.start, p.MaxElapsed); signal != stackedNone {
+		if signal := t.upperRetry(&x, c, stableKey, derived); signal != stackedNone {
 			once := *p
 			once.MaxAttempts = 1 // the layer above retries: send this once
 			p = &once
@@ -310,7 +308,7 @@ func (t *Transport) begin(req *http.Request) (x exchange, err error) {
 	}
 	x.p = p
 	x.replayable = x.keyed || wire.Idempotent(req.Method) || p.RetryNonIdempotent
-	if x.body, err = newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1, p.BufferStreams); err != nil {
+	if x.prep.body, err = newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1, p.BufferStreams); err != nil {
 		return x, err
 	}
 	x.base = t.baseTransport()
@@ -320,16 +318,16 @@ func (t *Transport) begin(req *http.Request) (x exchange, err error) {
 	}
 	x.gate = t.gateFor(req)
 	x.gate.budget.deposit(x.start)
-	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, x.keyed, x.body.replayable) {
+	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, x.keyed, x.prep.body.replayable) {
 		if err := t.Hedge.validate(); err != nil {
 			return x, err
 		}
 		raceRules := x.judge // its own, so that the exchange's stays on the stack
 		g := x.gate
-		prep := &preparer{req: req, header: x.header, injected: x.injected, body: x.body, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
+		prep := x.prep // the hedges' own, so that the exchange stays on the stack
 		x.hedge = &raceParams{base: x.base, via: x.via, attemptTimeout: p.AttemptTimeout, exchangeTimeout: p.ExchangeTimeout,
 			maxHedges: t.Hedge.maxHedges(), maxAttempts: p.MaxAttempts, gate: &g, lat: t.Hedge.latenciesOf(req.URL),
-			prep: prep, rules: &raceRules, keyed: x.keyed, tell: t.tell}
+			prep: &prep, rules: &raceRules, keyed: x.keyed, tell: t.tell}
 	}
 	return x, nil
 }
@@ -358,7 +356,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 	var last *http.Response // a response kept across a wait, returned if no attempt follows
 	var prev time.Duration  // the previous backoff wait, for JitterDecorrelated
 	for attempt := 1; ; attempt++ {
-		areq, reason, err := prepareAttempt(x.req, x.header, x.injected, x.body, attempt, t.AttemptHeader, t.BeforeAttempt)
+		areq, reason, err := x.prep.prepare(attempt)
 		switch reason {
 		case ReasonBody:
 			return t.cannotSend(x, &Event{Request: x.req, Attempt: attempt - 1, Response: last, Err: err, GiveUp: ReasonBody})
@@ -408,8 +406,8 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			resp.Body = peek(resp.Body, t.PeekBody)
 		}
 		retry, stop, trigger, replaced := x.judge.decide(areq, resp, err, sendable{
-			again:       x.replayable && x.body.replayable,
-			unsentAgain: x.body.replayable,
+			again:       x.replayable && x.prep.body.replayable,
+			unsentAgain: x.prep.body.replayable,
 			keyed:       x.keyed,
 		})
 		if replaced != nil { // ShouldRetry's error is the outcome now
@@ -450,7 +448,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 // cause, the kept response closed.
 func (x *exchange) pause(resp *http.Response, wait time.Duration) (last *http.Response, err error) {
 	if resp != nil {
-		if x.gate.perHost() || x.body.mayFail() {
+		if x.gate.perHost() || x.prep.body.mayFail() {
 			last = keep(resp)
 		} else {
 			discard(resp)
@@ -676,7 +674,8 @@ func (l loop) RoundTrip(r *http.Request) (*http.Response, error) { return l.t.ro
 // upperRetry reports whether req is an upper layer's retry, and by which
 // signal; "" when it is not. key is the request's Idempotency-Key, if the
 // caller set or derived one (a random injected key never repeats).
-func (t *Transport) upperRetry(req *http.Request, c call, key string, derived bool, now, window time.Duration) stackedSignal {
+func (t *Transport) upperRetry(x *exchange, c call, key string, derived bool) stackedSignal {
+	req, now, window := x.req, x.start, x.p.MaxElapsed
 	if c.attempt > 1 {
 		return stackedRetryhttp
 	}
