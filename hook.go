@@ -62,7 +62,7 @@ type (
 // hookSet is a Transport's hooks, immutable once stored.
 type hookSet struct {
 	list      []Hook
-	roundTrip http.RoundTripper // the WrapRoundTrip chain around the Transport's own loop
+	roundTrip http.RoundTripper // the WrapRoundTrip chain around the Transport's own loop; nil when no hook wraps it
 	wraps     bool              // some hook has WrapAttempt
 
 	mu       sync.Mutex

@@ -230,7 +230,7 @@ func (t *Transport) trackBreaker() {
 // what did; the reason a response came back after retries is in the logs,
 // the metrics and the hooks' events, which always agree.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if hs := t.hookSet(); hs != nil {
+	if hs := t.hookSet(); hs != nil && hs.roundTrip != nil {
 		return hs.roundTrip.RoundTrip(req)
 	}
 	return t.roundTrip(req)
@@ -660,7 +660,9 @@ func (t *Transport) storeHooks(list []Hook, add ...Hook) *hookSet {
 			hs.wraps = true
 		}
 	}
-	hs.roundTrip = rt
+	if _, bare := rt.(loop); !bare { // metrics and logs alone: RoundTrip calls the loop itself
+		hs.roundTrip = rt
+	}
 	t.hooks.Store(hs)
 	return hs
 }
