@@ -236,15 +236,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.roundTrip(req)
 }
 
-// roundTrip is RoundTrip inside the hooks' wrappers.
-func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	x, err := t.begin(req)
-	if err != nil {
-		closeRequestBody(req)
-		return nil, err
-	}
-	return t.run(&x)
-}
 
 // exchange is what one RoundTrip's attempts share: the caller's request,
 // its Policy, the key and body every attempt carries, where attempts go,
@@ -263,19 +254,23 @@ type exchange struct {
 	start      time.Duration
 }
 
-// begin prepares req's attempts: the Policy, the key (the caller's,
-// derived from the operation, or injected), whether a layer above retries
-// too (then it is sent once), the body, the brakes and the hedging. The
-// exchange is returned by value, so that it is written on the stack.
-func (t *Transport) begin(req *http.Request) (x exchange, err error) {
+// roundTrip is RoundTrip inside the hooks' wrappers. It prepares the
+// exchange, the attempts' shared state, in a variable of its own stack
+// (the Policy, the key: the caller's, derived from the operation, or
+// injected; whether a layer above retries too, then it is sent once; the
+// body, the brakes and the hedging), and runs them.
+func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL == nil {
-		return x, errors.New("retryhttp: nil Request.URL")
+		closeRequestBody(req)
+		return nil, errors.New("retryhttp: nil Request.URL")
 	}
+	var x exchange
 	x.req, x.ctx = req, req.Context()
 	c := callFrom(x.ctx)
 	p, err := t.policy(c.policy)
 	if err != nil {
-		return x, err
+		closeRequestBody(req)
+		return nil, err
 	}
 	x.judge = t.rules()
 	x.prep = preparer{req: req, header: req.Header, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
@@ -309,7 +304,8 @@ func (t *Transport) begin(req *http.Request) (x exchange, err error) {
 	x.p = p
 	x.replayable = x.keyed || wire.Idempotent(req.Method) || p.RetryNonIdempotent
 	if x.prep.body, err = newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1, p.BufferStreams); err != nil {
-		return x, err
+		closeRequestBody(req)
+		return nil, err
 	}
 	x.base = t.baseTransport()
 	x.via = x.base
@@ -320,7 +316,8 @@ func (t *Transport) begin(req *http.Request) (x exchange, err error) {
 	x.gate.budget.deposit(x.start)
 	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, x.keyed, x.prep.body.replayable) {
 		if err := t.Hedge.validate(); err != nil {
-			return x, err
+			closeRequestBody(req)
+			return nil, err
 		}
 		raceRules := x.judge // its own, so that the exchange's stays on the stack
 		g := x.gate
@@ -329,7 +326,7 @@ func (t *Transport) begin(req *http.Request) (x exchange, err error) {
 			maxHedges: t.Hedge.maxHedges(), maxAttempts: p.MaxAttempts, gate: &g, lat: t.Hedge.latenciesOf(req.URL),
 			prep: &prep, rules: &raceRules, keyed: x.keyed, tell: t.tell}
 	}
-	return x, nil
+	return t.run(&x)
 }
 
 // gateFor looks up req's host in the Breaker and the Throttle, once per
