@@ -76,6 +76,11 @@ func (hs *hookSet) attempt(base http.RoundTripper) http.RoundTripper {
 	if !hs.wraps { // metrics and logs alone: no lock on the way to the Base
 		return base
 	}
+	return hs.wrapAttempt(base)
+}
+
+// wrapAttempt is attempt for a set with a WrapAttempt.
+func (hs *hookSet) wrapAttempt(base http.RoundTripper) http.RoundTripper {
 	wrap := func() http.RoundTripper {
 		rt := base
 		for i := len(hs.list) - 1; i >= 0; i-- {
@@ -101,10 +106,10 @@ func (hs *hookSet) attempt(base http.RoundTripper) http.RoundTripper {
 	return rt
 }
 
-// emit tells the hooks of e.
-func (hs *hookSet) emit(ctx context.Context, e Event) {
+// emit tells the hooks of e, each given its copy.
+func (hs *hookSet) emit(ctx context.Context, e *Event) {
 	for _, h := range hs.list {
-		h.OnEvent(ctx, e)
+		h.OnEvent(ctx, *e)
 	}
 }
 

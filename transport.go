@@ -273,7 +273,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	x.judge = t.rules()
-	x.prep = preparer{req: req, header: req.Header, attemptHeader: t.AttemptHeader, before: t.BeforeAttempt}
+	x.prep.req, x.prep.header, x.prep.attemptHeader, x.prep.before = req, req.Header, t.AttemptHeader, t.BeforeAttempt
 	x.keyed = wire.HasKey(x.prep.header)
 	x.prep.injected = t.InjectIdempotencyKey && !x.keyed && wire.Keyed(req.Method)
 	var stableKey string // a key that is the same on every run of the call: the caller's, or derived
@@ -309,10 +309,18 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x.base = t.baseTransport()
 	x.via = x.base
-	if hs := t.hookSet(); hs != nil {
+	if hs := t.hooks.Load(); hs != nil { // RoundTrip stored the Hooks field's set
 		x.via = hs.attempt(x.base)
 	}
-	x.gate = t.gateFor(req)
+	x.gate.budget = t.retryBudget() // and the host's state in the Breaker and the Throttle, looked up once
+	if t.Breaker != nil {
+		x.gate.circuit = t.Breaker.lookup(req.URL, &t.lastCircuit)
+		t.trackOnce.Do(t.trackBreaker)
+	}
+	if t.Throttle != nil {
+		x.gate.throttle = t.Throttle.lookup(req.URL, &t.lastThrottle)
+		x.gate.k = t.Throttle.settings.K
+	}
 	x.gate.budget.deposit(x.start)
 	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, x.keyed, x.prep.body.replayable) {
 		if err := t.Hedge.validate(); err != nil {
@@ -327,21 +335,6 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			prep: &prep, rules: &raceRules, keyed: x.keyed, tell: t.tell}
 	}
 	return t.run(&x)
-}
-
-// gateFor looks up req's host in the Breaker and the Throttle, once per
-// RoundTrip.
-func (t *Transport) gateFor(req *http.Request) gate {
-	g := gate{budget: t.retryBudget()}
-	if t.Breaker != nil {
-		g.circuit = t.Breaker.lookup(req.URL, &t.lastCircuit)
-		t.trackOnce.Do(t.trackBreaker)
-	}
-	if t.Throttle != nil {
-		g.throttle = t.Throttle.lookup(req.URL, &t.lastThrottle)
-		g.k = t.Throttle.settings.K
-	}
-	return g
 }
 
 // run makes x's attempts until one is returned: each prepared (its body,
@@ -590,7 +583,7 @@ func (t *Transport) tell(ctx context.Context, e *Event) {
 		logEvent(ctx, orDefault(t.Logger), &t.stackWarned, *e)
 	}
 	if hs := t.hooks.Load(); hs != nil {
-		hs.emit(ctx, *e)
+		hs.emit(ctx, e)
 	}
 }
 
@@ -598,8 +591,17 @@ func (t *Transport) tell(ctx context.Context, e *Event) {
 // when there are none, so that a Transport without hooks pays one atomic
 // load for them.
 func (t *Transport) hookSet() *hookSet {
-	if hs := t.hooks.Load(); hs != nil || len(t.Hooks) == 0 {
+	if hs := t.hooks.Load(); hs != nil {
 		return hs
+	}
+	return t.firstHooks()
+}
+
+// firstHooks stores the set of the Hooks field on the first RoundTrip;
+// nil when the field is empty.
+func (t *Transport) firstHooks() *hookSet {
+	if len(t.Hooks) == 0 {
+		return nil
 	}
 	t.hookMu.Lock()
 	defer t.hookMu.Unlock()
