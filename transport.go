@@ -236,7 +236,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.roundTrip(req)
 }
 
-
 // exchange is what one RoundTrip's attempts share: the caller's request,
 // its Policy, the key and body every attempt carries, where attempts go,
 // and the brakes. It lives on the RoundTrip's stack.
