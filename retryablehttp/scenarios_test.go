@@ -39,7 +39,7 @@ func TestSideBySide(t *testing.T) {
 		{name: "PrepareRetry on each retry", steps: []step{status(503), status(503), status(200)}, retryMax: 3, prepare: "header"},
 		{name: "PrepareRetry fails", steps: []step{status(503)}, retryMax: 3, prepare: "fail"},
 		{name: "a response handler's error is retried", steps: []step{status(200)}, retryMax: 2, handler: "fail-once"},
-		{name: "HTTPClient.Timeout bounds each attempt", steps: []step{{status: 200, delay: time.Second}, status(200)}, retryMax: 2, client: 100 * time.Millisecond},
+		{name: "HTTPClient.Timeout bounds each attempt", steps: []step{{status: 200, delay: 5 * time.Second}, status(200)}, retryMax: 2, client: 500 * time.Millisecond},
 		{name: "the deadline ends a wait", steps: []step{retryAfter(503, "5")}, retryMax: 3, backoff: "default", timeout: 200 * time.Millisecond},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
