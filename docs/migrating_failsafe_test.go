@@ -142,10 +142,10 @@ var failsafeRows = map[string]func(t *testing.T){
 	},
 	"`timeout.New`": func(t *testing.T) {
 		b, a := script(-1, 200), script(-1, 200)
-		call(viaFailsafe(b, failsafehttp.NewRetryPolicyBuilder().WithBackoff(time.Millisecond, time.Millisecond).Build(), timeout.New[*http.Response](100*time.Millisecond)))
-		r := call(after(a, &retryhttp.Transport{Policy: retryhttp.Policy{BaseDelay: time.Millisecond, AttemptTimeout: 100 * time.Millisecond}}))
+		r1 := call(viaFailsafe(b, failsafehttp.NewRetryPolicyBuilder().WithBackoff(time.Millisecond, time.Millisecond).Build(), timeout.New[*http.Response](100*time.Millisecond)))
+		r2 := call(after(a, &retryhttp.Transport{Policy: retryhttp.Policy{BaseDelay: time.Millisecond, AttemptTimeout: 100 * time.Millisecond}}))
 		same(t, "a stalled attempt cut and retried", b.attempts(), a.attempts(), 2)
-		same(t, "then answered", r, r, "200")
+		same(t, "then answered", r1, r2, "200")
 	},
 	"`OnRetry`, `OnRetriesExceeded`": func(t *testing.T) {
 		b, a := script(503, 503, 200), script(503, 503, 200)

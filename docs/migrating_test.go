@@ -33,10 +33,33 @@ import (
 // the attempt's context ends. It records what
 // it saw.
 type scripted struct {
-	mu    sync.Mutex
-	steps []int
-	start time.Time
-	seen  []sawRequest
+	mu     sync.Mutex
+	steps  []int
+	start  time.Time
+	seen   []sawRequest
+	closed []bool // per response handed out, whether its body was closed
+}
+
+// closes records the closing of response i's body.
+type closes struct {
+	io.Reader
+	s *scripted
+	i int
+}
+
+func (c closes) Close() error {
+	c.s.mu.Lock()
+	c.s.closed[c.i] = true
+	c.s.mu.Unlock()
+	return nil
+}
+
+// bodiesClosed reports, per response handed out, whether its body was
+// closed.
+func (s *scripted) bodiesClosed() []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]bool(nil), s.closed...)
 }
 
 type sawRequest struct {
@@ -59,6 +82,10 @@ func (s *scripted) RoundTrip(r *http.Request) (*http.Response, error) {
 	s.seen = append(s.seen, sawRequest{at: time.Since(s.start), method: r.Method, body: body, header: r.Header.Clone()})
 	code := s.steps[min(len(s.seen), len(s.steps))-1]
 	n := len(s.seen)
+	i := len(s.closed)
+	if code > 0 {
+		s.closed = append(s.closed, false)
+	}
 	s.mu.Unlock()
 	switch code {
 	case 0:
@@ -68,7 +95,7 @@ func (s *scripted) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, r.Context().Err()
 	}
 	return &http.Response{StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)), Header: http.Header{},
-		Body: io.NopCloser(strings.NewReader(fmt.Sprint("answer ", n))), Request: r, ProtoMajor: 1}, nil
+		Body: closes{strings.NewReader(fmt.Sprint("answer ", n)), s, i}, Request: r, ProtoMajor: 1}, nil
 }
 
 func (s *scripted) attempts() int {
@@ -310,15 +337,18 @@ var rows = map[string]func(t *testing.T){
 		}
 	},
 	"`HTTPClient`": func(t *testing.T) {
-		b, a := script(200), script(200)
+		// Each attempt through the existing client's transport, bounded
+		// by its Timeout: the stalled first attempt is cut and retried.
+		b, a := script(-1, 200), script(-1, 200)
 		c := before(b)
-		c.HTTPClient = &http.Client{Transport: b, Timeout: 5 * time.Second}
-		got(c.Get("http://api.test/x"))
-		existing := &http.Client{Transport: a, Timeout: 5 * time.Second}
-		tr := &retryhttp.Transport{Policy: retryhttp.Policy{ExchangeTimeout: existing.Timeout}}
-		got(get(t, after(a, tr), context.Background()))
-		tr.Base = existing.Transport
-		same(t, "sent through the client's transport", b.attempts(), a.attempts(), 1)
+		c.RetryWaitMin = time.Millisecond
+		c.HTTPClient = &http.Client{Transport: b, Timeout: time.Second}
+		r1 := got(c.Get("http://api.test/x"))
+		existing := &http.Client{Transport: a, Timeout: time.Second}
+		tr := &retryhttp.Transport{Policy: retryhttp.Policy{BaseDelay: time.Millisecond, ExchangeTimeout: existing.Timeout}}
+		r2 := got(get(t, after(existing.Transport.(*scripted), tr), context.Background()))
+		same(t, "the stalled attempt cut by the timeout and retried", b.attempts(), a.attempts(), 2)
+		same(t, "then answered", r1, r2, "200")
 	},
 	"`NewRequest(method, url, body)`": func(t *testing.T) {
 		b, a := script(503, 201), script(503, 201)
