@@ -85,7 +85,7 @@ func readme2_0() {
 	var redisClient *redis.Client
 	var mux *http.ServeMux
 	var createCharge http.Handler
-	store, err := redisstore.New(redisClient, "") // refuses a Redis that can evict records; or pgstore.New(pool, "")
+	store, err := redisstore.New(redisClient, redisstore.Options{}) // refuses a Redis that can evict records; or pgstore.New(pool, "")
 	if err != nil {
 	}
 	mw, err := idempotency.New(idempotency.Options{Store: store}) // Retention 24 h, LockTimeout 10 s, StoreTimeout 2 s
@@ -361,7 +361,7 @@ func server1_0() {
 	var redisClient *redis.Client
 	var mux *http.ServeMux
 	var createCharge http.Handler
-	store, err := redisstore.New(redisClient, "") // or pgstore.New(pool, ""); a nil Store is in-memory, one process only
+	store, err := redisstore.New(redisClient, redisstore.Options{}) // or pgstore.New(pool, ""); a nil Store is in-memory, one process only
 	if err != nil {
 	}
 	mw, err := idempotency.New(idempotency.Options{

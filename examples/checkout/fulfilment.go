@@ -97,7 +97,7 @@ func consume(args []string, stderr io.Writer) int {
 		rdb := redis.NewClient(&redis.Options{Addr: f.Redis})
 		// The demo's keys live only as long as the demo: its Redis need not
 		// persist them, so the store's warning about that is not shown.
-		store, err := redisstore.New(rdb, f.Prefix, redisstore.WithLogger(quiet))
+		store, err := redisstore.New(rdb, redisstore.Options{Prefix: f.Prefix, Logger: quiet})
 		if err != nil {
 			return fail(err)
 		}

@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var flickerFrom, flickerTo atomic.Int64
 	// The demo's keys live only as long as the demo: its Redis need not
 	// persist them, so the store's warning about that is not shown.
-	provStore, err := redisstore.New(cfg.Redis, "checkout-demo:"+suffix+":", redisstore.WithLogger(quiet))
+	provStore, err := redisstore.New(cfg.Redis, redisstore.Options{Prefix: "checkout-demo:" + suffix + ":", Logger: quiet})
 	if err != nil {
 		return Result{}, err
 	}

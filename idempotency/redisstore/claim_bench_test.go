@@ -24,7 +24,7 @@ func BenchmarkClaim(b *testing.B) {
 	ctx := context.Background()
 	c := client(b)
 	prefix := benchPrefix(b, c)
-	s, err := redisstore.New(c, prefix)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
 	if err != nil {
 		b.Fatal(err)
 	}

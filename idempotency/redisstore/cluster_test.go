@@ -132,7 +132,7 @@ func (c *ownCluster) masterOf(client *redis.ClusterClient, key string) *ownRedis
 func TestConformanceOnCluster(t *testing.T) {
 	client, _ := startCluster(t)
 	storetest.Run(t, func(t *testing.T) idempotency.Store {
-		s, err := redisstore.New(client, "retryhttp-test:"+uuid.NewString()+":")
+		s, err := redisstore.New(client, redisstore.Options{Prefix: "retryhttp-test:" + uuid.NewString() + ":"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,18 +140,18 @@ func TestConformanceOnCluster(t *testing.T) {
 	})
 }
 
-// WaitForReplicas: with a live replica every completion is acknowledged by
+// Options.Replicas: with a live replica every completion is acknowledged by
 // it; with the replica gone, completions still succeed after the timeout
 // and are counted as unreplicated.
-func TestWaitForReplicas(t *testing.T) {
+func TestReplicas(t *testing.T) {
 	master, replica := masterWithReplica(t)
 	// A wait long enough for a loaded machine while the replica is up; a
 	// short one while it sleeps.
-	s, err := redisstore.New(master, "", redisstore.WaitForReplicas(1, 2*time.Second))
+	s, err := redisstore.New(master, redisstore.Options{Replicas: 1, ReplicaTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, err := redisstore.New(master, "", redisstore.WaitForReplicas(1, 200*time.Millisecond))
+	short, err := redisstore.New(master, redisstore.Options{Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,27 +185,31 @@ func TestWaitForReplicas(t *testing.T) {
 		t.Fatalf("%d completions unreplicated with the replica asleep, want 1", n)
 	}
 
-	if _, err := redisstore.New(master, "", redisstore.WaitForReplicas(0, time.Second)); err == nil {
-		t.Fatal("WaitForReplicas(0, ...) was accepted")
+	if _, err := redisstore.New(master, redisstore.Options{Replicas: 0, ReplicaTimeout: time.Second}); err == nil {
+		t.Fatal("Replicas 0 with a ReplicaTimeout was accepted")
+	}
+	if _, err := redisstore.New(master, redisstore.Options{Replicas: 1}); err == nil {
+		t.Fatal("Replicas without a ReplicaTimeout was accepted")
 	}
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": master.Options().Addr}})
 	defer ring.Close()
-	if _, err := redisstore.New(ring, "", redisstore.WaitForReplicas(1, time.Second)); err == nil {
-		t.Fatal("WaitForReplicas on a Ring was accepted")
+	if _, err := redisstore.New(ring, redisstore.Options{Replicas: 1, ReplicaTimeout: time.Second}); err == nil {
+		t.Fatal("Replicas on a Ring was accepted")
 	}
 }
 
-// BenchmarkWaitForReplicas: a new key's claim and completion on a master
+// BenchmarkReplicas: a new key's claim and completion on a master
 // with one replica (both the benchmark's own), without and with the wait.
-func BenchmarkWaitForReplicas(b *testing.B) {
+func BenchmarkReplicas(b *testing.B) {
 	for _, wait := range []bool{false, true} {
 		b.Run(fmt.Sprintf("wait=%v", wait), func(b *testing.B) {
 			master, _ := masterWithReplica(b)
-			var opts []redisstore.Option
+			var o redisstore.Options
 			if wait {
-				opts = append(opts, redisstore.WaitForReplicas(1, time.Second))
+				o.Replicas, o.ReplicaTimeout = 1, time.Second
 			}
-			s, err := redisstore.New(master, "bench:"+uuid.NewString()+":", opts...)
+			o.Prefix = "bench:" + uuid.NewString() + ":"
+			s, err := redisstore.New(master, o)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,17 +21,17 @@ func TestNewRefusesAnEvictingRedis(t *testing.T) {
 	for _, policy := range []string{"allkeys-lru", "volatile-lru", "allkeys-random"} {
 		t.Run(policy, func(t *testing.T) {
 			c, _ := startRedis(t, "--maxmemory", "2mb", "--maxmemory-policy", policy)
-			_, err := redisstore.New(c, "")
+			_, err := redisstore.New(c, redisstore.Options{})
 			if err == nil || !strings.Contains(err.Error(), "maxmemory-policy is "+policy) || !strings.Contains(err.Error(), "noeviction") {
 				t.Fatalf("New on %s: %v, want an error naming the policy and noeviction", policy, err)
 			}
-			if _, err := redisstore.New(c, "", redisstore.AllowEviction()); err != nil {
+			if _, err := redisstore.New(c, redisstore.Options{AllowEviction: true}); err != nil {
 				t.Fatalf("with AllowEviction: %v", err)
 			}
 		})
 	}
 	c, _ := startRedis(t, "--maxmemory-policy", "noeviction")
-	if _, err := redisstore.New(c, ""); err != nil {
+	if _, err := redisstore.New(c, redisstore.Options{}); err != nil {
 		t.Fatalf("noeviction: %v", err)
 	}
 }
@@ -43,19 +43,19 @@ func TestNewWarnsOfARedisWithoutPersistence(t *testing.T) {
 	var logs strings.Builder
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	bare, _ := startRedis(t) // appendonly no, no snapshots
-	if _, err := redisstore.New(bare, "", redisstore.WithLogger(logger)); err != nil {
+	if _, err := redisstore.New(bare, redisstore.Options{Logger: logger}); err != nil {
 		t.Fatalf("New without persistence: %v, want a warning only", err)
 	}
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "appendonly yes") {
 		t.Errorf("the warning %q does not name the fix", logs.String())
 	}
-	_, err := redisstore.New(bare, "", redisstore.RequirePersistence())
+	_, err := redisstore.New(bare, redisstore.Options{RequirePersistence: true})
 	if err == nil || !strings.Contains(err.Error(), "appendonly no") {
 		t.Errorf("RequirePersistence on a server without it: %v, want an error naming the setting", err)
 	}
 	logs.Reset()
 	durable, _ := startRedis(t, "--appendonly", "yes")
-	if _, err := redisstore.New(durable, "", redisstore.RequirePersistence(), redisstore.WithLogger(logger)); err != nil {
+	if _, err := redisstore.New(durable, redisstore.Options{RequirePersistence: true, Logger: logger}); err != nil {
 		t.Fatalf("RequirePersistence on a server with the append-only file: %v", err)
 	}
 	if logs.Len() != 0 {
@@ -69,11 +69,11 @@ func TestNewReadsThePolicyWithoutConfig(t *testing.T) {
 	if err := c.ConfigGet(context.Background(), "maxmemory-policy").Err(); err == nil {
 		t.Fatal("CONFIG still answers; the test needs it hidden")
 	}
-	if _, err := redisstore.New(c, ""); err == nil || !strings.Contains(err.Error(), "allkeys-lru") {
+	if _, err := redisstore.New(c, redisstore.Options{}); err == nil || !strings.Contains(err.Error(), "allkeys-lru") {
 		t.Fatalf("New: %v, want the policy read from INFO and refused", err)
 	}
 	ok, _ := startRedis(t, "--rename-command", "CONFIG", "")
-	if _, err := redisstore.New(ok, ""); err != nil {
+	if _, err := redisstore.New(ok, redisstore.Options{}); err != nil {
 		t.Fatalf("noeviction behind a hidden CONFIG: %v", err)
 	}
 }
@@ -105,7 +105,7 @@ func fill(t *testing.T, c *redis.Client, n int) {
 // finds them gone.
 func TestEvictedClaimsAreCounted(t *testing.T) {
 	c, _ := startRedis(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
-	s, err := redisstore.New(c, "", redisstore.AllowEviction(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+	s, err := redisstore.New(c, redisstore.Options{AllowEviction: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestEvictedClaimsAreCounted(t *testing.T) {
 // ones: the refused claim falls back to a read.
 func TestFullRedisStillReplays(t *testing.T) {
 	c, _ := startRedis(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
-	s, err := redisstore.New(c, "")
+	s, err := redisstore.New(c, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestPersistenceAcrossAKill(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, srv := startRedis(t, tc.args...)
-			s, err := redisstore.New(c, "")
+			s, err := redisstore.New(c, redisstore.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

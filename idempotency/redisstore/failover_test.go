@@ -33,9 +33,10 @@ type failoverFigures struct {
 // sent once more, as a client's retry would. A key whose handler ran more
 // than once is a double effect; a request answered with an error or a 5xx
 // is a lost answer.
-func runFailover(t *testing.T, opts ...redisstore.Option) failoverFigures {
+func runFailover(t *testing.T, o redisstore.Options) failoverFigures {
 	client, cluster := startCluster(t, "--repl-diskless-sync-delay", "0")
-	store, err := redisstore.New(client, "failover:"+uuid.NewString()+":", append(opts, redisstore.WithLogger(slog.New(slog.DiscardHandler)))...)
+	o.Prefix, o.Logger = "failover:"+uuid.NewString()+":", slog.New(slog.DiscardHandler)
+	store, err := redisstore.New(client, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func runFailover(t *testing.T, opts ...redisstore.Option) failoverFigures {
 	return f
 }
 
-// A master killed under load, without and with WaitForReplicas: the
+// A master killed under load, without and with Options.Replicas: the
 // figures docs/server.md gives. A measurement, run on demand
 // (RETRYHTTP_FAILOVER=1): each run takes about ten seconds and its counts
 // depend on the timing of the kill.
@@ -130,10 +131,10 @@ func TestFailoverUnderLoad(t *testing.T) {
 	runs = max(runs, 1)
 	for _, c := range []struct {
 		name string
-		opts []redisstore.Option
-	}{{"async replication", nil}, {"WaitForReplicas(1, 100ms)", []redisstore.Option{redisstore.WaitForReplicas(1, 100*time.Millisecond)}}} {
+		opts redisstore.Options
+	}{{"async replication", redisstore.Options{}}, {"Replicas 1, ReplicaTimeout 100ms", redisstore.Options{Replicas: 1, ReplicaTimeout: 100 * time.Millisecond}}} {
 		for run := range runs {
-			f := runFailover(t, c.opts...)
+			f := runFailover(t, c.opts)
 			t.Logf("%s, run %d: %d requests over %d keys, %d answers lost, %d keys with a double effect, %d unreplicated completions",
 				c.name, run+1, f.requests, f.keys, f.lost, f.doubled, f.unreplicated)
 		}

@@ -42,7 +42,7 @@ func proxied(t *testing.T, maxRetries int) (*redisstore.Store, *faultproxy.Proxy
 			direct.Del(context.Background(), keys...)
 		}
 	})
-	s, err := redisstore.New(c, prefix)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@
 //     cache, and volatile-lru, since every record has a TTL) evicts records
 //     under memory pressure. New refuses such a server, reading the policy
 //     with CONFIG GET or, where a managed Redis hides CONFIG, from INFO
-//     memory; AllowEviction accepts the risk, and the Store then counts and
+//     memory; Options.AllowEviction accepts the risk, and the Store then counts and
 //     logs the records it finds gone (Vanished). A full noeviction Redis
 //     refuses new claims (503, the handler does not run) and still serves
 //     replays of completed keys: a refused claim falls back to a read.
@@ -46,117 +46,115 @@ import (
 type Store struct {
 	client   redis.UniversalClient
 	prefix   string
+	o        Options
 	legacy   atomic.Bool // the server is older than 7.0: claim with claimScript
-	evicting bool        // AllowEviction: count and log records found gone
-	durable  bool        // RequirePersistence: refuse a server without the append-only file
 	logger   *slog.Logger
 	vanished atomic.Uint64
 
-	replicas     int           // WaitForReplicas: replicas a completion waits for
-	replicaWait  time.Duration // and for how long at most
 	unreplicated atomic.Uint64
 }
 
-// DefaultPrefix is put before every key when New is given "".
+// DefaultPrefix is put before every key when Options.Prefix is "".
 const DefaultPrefix = "idempotency:"
 
-// Option changes what New builds.
-type Option interface{ apply(*Store) }
+// Options configure New. The zero value keeps records under DefaultPrefix
+// on a Redis that must not evict them, and warns of one without the
+// append-only file.
+type Options struct {
+	// Prefix is put before every key; "" means DefaultPrefix. Stores that
+	// share a Redis and must not see each other's keys need prefixes of
+	// their own.
+	Prefix string
 
-type optionFunc func(*Store)
+	// AllowEviction makes New accept a Redis whose maxmemory-policy may
+	// evict records (anything but noeviction), or whose policy cannot be
+	// read. An evicted record lets a retry run its handler again: set it
+	// only where a repeated effect is tolerable, and watch Vanished.
+	AllowEviction bool
 
-func (f optionFunc) apply(s *Store) { f(s) }
+	// RequirePersistence makes New refuse a Redis that does not write the
+	// append-only file, or whose persistence cannot be read, where without
+	// it New only logs a warning: a crash or a restart of such a server
+	// forgets the completed keys, and their retries run the handler again.
+	RequirePersistence bool
 
-// AllowEviction makes New accept a Redis whose maxmemory-policy may evict
-// records (anything but noeviction), or whose policy cannot be read. An
-// evicted record lets a retry run its handler again: use it only where a
-// repeated effect is tolerable, and watch Vanished.
-func AllowEviction() Option { return optionFunc(func(s *Store) { s.evicting = true }) }
+	// Replicas makes each completion wait, with Redis's WAIT, until that
+	// many replicas of the key's master hold it, or ReplicaTimeout passes.
+	// Redis replicates asynchronously: a master that acknowledged a
+	// completion and died before a replica received it is replaced by a
+	// replica without the record, and the next retry runs the handler
+	// again. With the wait, a client is answered only once a replica holds
+	// the record (or the timeout passed: Unreplicated counts those, and
+	// each is logged at Warn). It costs about one round trip more per new
+	// key; replays are unchanged. The client must then be a *redis.Client
+	// or a *redis.ClusterClient. 0, the default, waits for none.
+	Replicas int
 
-// RequirePersistence makes New refuse a Redis that does not write the
-// append-only file, or whose persistence cannot be read, where without it
-// New only logs a warning: a crash or a restart of such a server forgets
-// the completed keys, and their retries run the handler again.
-func RequirePersistence() Option { return optionFunc(func(s *Store) { s.durable = true }) }
+	// ReplicaTimeout bounds the wait for Replicas; it must be positive
+	// when Replicas is set.
+	ReplicaTimeout time.Duration
 
-// WithLogger sets where the Store reports records it finds gone, and New
-// its warning about a server without persistence; nil, or no WithLogger,
-// means slog.Default().
-func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *Store) { s.logger = l }) }
-
-// WaitForReplicas makes each completion wait, with Redis's WAIT, until n
-// replicas of the key's master hold it, or timeout passes. Redis
-// replicates asynchronously: a master that acknowledged a completion and
-// died before a replica received it is replaced by a replica without the
-// record, and the next retry runs the handler again. With the wait, a
-// client is answered only once a replica holds the record (or timeout
-// passed: Unreplicated counts those, and each is logged at Warn). It
-// costs about one round trip more per new key; replays are unchanged. The
-// client must be a *redis.Client or a *redis.ClusterClient.
-func WaitForReplicas(n int, timeout time.Duration) Option {
-	return optionFunc(func(s *Store) { s.replicas, s.replicaWait = n, timeout })
+	// Logger is where the Store reports records it finds gone, and New
+	// its warning about a server without persistence; nil means
+	// slog.Default().
+	Logger *slog.Logger
 }
 
-// Unreplicated counts the completions that WaitForReplicas waited for in
-// vain: fewer than n replicas held them when the timeout passed. Each is a
-// record a failover right then would lose.
+// Unreplicated counts the completions that Options.Replicas waited for in
+// vain: fewer replicas held them than wanted when the timeout passed. Each
+// is a record a failover right then would lose.
 func (s *Store) Unreplicated() uint64 { return s.unreplicated.Load() }
 
-// New returns a Store that keeps its records under prefix+key. It asks the
-// server for its maxmemory-policy and its persistence (two round trips,
-// within a few seconds): it refuses one that can evict records, unless
-// AllowEviction is given, and warns of one without the append-only file
-// (refuses it, with RequirePersistence).
-func New(client redis.UniversalClient, prefix string, opts ...Option) (*Store, error) {
+// New returns a Store on client. It asks the server for its
+// maxmemory-policy and its persistence (two round trips, within a few
+// seconds): it refuses one that can evict records, unless
+// Options.AllowEviction is set, and warns of one without the append-only
+// file (refuses it, with Options.RequirePersistence).
+func New(client redis.UniversalClient, o Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	s := &Store{client: client, prefix: prefix}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(s)
-		}
+	s := &Store{client: client, prefix: o.Prefix, o: o, logger: o.Logger}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
-	if s.replicas != 0 || s.replicaWait != 0 {
+	if o.Replicas != 0 || o.ReplicaTimeout != 0 {
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:
 		default:
-			return nil, fmt.Errorf("redisstore: WaitForReplicas needs a *redis.Client or a *redis.ClusterClient, not a %T", client)
+			return nil, fmt.Errorf("redisstore: Options.Replicas needs a *redis.Client or a *redis.ClusterClient, not a %T", client)
 		}
-		if s.replicas < 1 || s.replicaWait <= 0 {
-			return nil, fmt.Errorf("redisstore: WaitForReplicas(%d, %v): want at least 1 replica and a positive timeout", s.replicas, s.replicaWait)
+		if o.Replicas < 1 || o.ReplicaTimeout <= 0 {
+			return nil, fmt.Errorf("redisstore: Options.Replicas %d with ReplicaTimeout %v: want at least 1 replica and a positive timeout", o.Replicas, o.ReplicaTimeout)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), policyTimeout)
 	defer cancel()
 	policy, err := evictionPolicy(ctx, client)
 	switch {
-	case err != nil && !s.evicting:
+	case err != nil && !o.AllowEviction:
 		return nil, fmt.Errorf("redisstore: cannot read the server's maxmemory-policy (%w); records must not be evicted: "+
-			"use a Redis with maxmemory-policy noeviction, or pass redisstore.AllowEviction() to accept the risk", err)
-	case err == nil && policy != "noeviction" && !s.evicting:
+			"use a Redis with maxmemory-policy noeviction, or set Options.AllowEviction to accept the risk", err)
+	case err == nil && policy != "noeviction" && !o.AllowEviction:
 		return nil, fmt.Errorf("redisstore: the server's maxmemory-policy is %s, which evicts idempotency records under memory pressure, "+
 			"and an evicted record lets a retry run its handler again; set maxmemory-policy noeviction "+
 			"(CONFIG SET maxmemory-policy noeviction, or in redis.conf) on a Redis of its own, "+
-			"or pass redisstore.AllowEviction() to accept the risk", policy)
+			"or set Options.AllowEviction to accept the risk", policy)
 	}
 	aof, err := appendOnly(ctx, client)
 	switch {
-	case err != nil && s.durable:
-		return nil, fmt.Errorf("redisstore: cannot read the server's persistence (%w), and RequirePersistence was given", err)
+	case err != nil && o.RequirePersistence:
+		return nil, fmt.Errorf("redisstore: cannot read the server's persistence (%w), and Options.RequirePersistence is set", err)
 	case err != nil:
 		s.logger.LogAttrs(ctx, slog.LevelWarn, "redisstore: cannot tell whether the server writes the append-only file; "+
 			"without it a crash or restart forgets completed keys", slog.String("error", err.Error()))
-	case !aof && s.durable:
-		return nil, errors.New(noAOF + "; RequirePersistence refuses it")
+	case !aof && o.RequirePersistence:
+		return nil, errors.New(noAOF + "; Options.RequirePersistence refuses it")
 	case !aof:
-		s.logger.LogAttrs(ctx, slog.LevelWarn, noAOF+" (redisstore.RequirePersistence() refuses such a server)")
+		s.logger.LogAttrs(ctx, slog.LevelWarn, noAOF+" (Options.RequirePersistence refuses such a server)")
 	}
 	return s, nil
 }
@@ -206,14 +204,14 @@ func evictionPolicy(ctx context.Context, c redis.UniversalClient) (string, error
 
 // Vanished counts the claims this Store found gone when it came to extend
 // or complete them: evicted, or expired under a handler that outlived its
-// lock. Counted only with AllowEviction; on a noeviction Redis a claim
+// lock. Counted only with Options.AllowEviction; on a noeviction Redis a claim
 // outlives its handler while the handler runs (see idempotency's
 // ErrClaimLapsed).
 func (s *Store) Vanished() uint64 { return s.vanished.Load() }
 
 // gone reports a record found missing by op.
 func (s *Store) gone(ctx context.Context, op string) {
-	if !s.evicting {
+	if !s.o.AllowEviction {
 		return
 	}
 	s.vanished.Add(1)
@@ -387,7 +385,7 @@ func (s *Store) Complete(ctx context.Context, p idempotency.CompleteParams) erro
 		return err
 	}
 	var n int
-	if s.replicas > 0 {
+	if s.o.Replicas > 0 {
 		n, err = s.completeReplicated(ctx, s.prefix+key, owner, payload, retention)
 	} else {
 		n, err = completeScript.Run(ctx, s.client, []string{s.prefix + key}, owner, payload, ms(retention)).Int()
@@ -422,7 +420,7 @@ func (s *Store) completeReplicated(ctx context.Context, k, owner string, payload
 	var acked *redis.Cmd
 	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		done = completeScript.Eval(ctx, p, []string{k}, owner, payload, ms(retention))
-		acked = p.Do(ctx, "WAIT", s.replicas, s.replicaWait.Milliseconds())
+		acked = p.Do(ctx, "WAIT", s.o.Replicas, s.o.ReplicaTimeout.Milliseconds())
 		return nil
 	})
 	if err != nil && done.Err() != nil {
@@ -432,10 +430,10 @@ func (s *Store) completeReplicated(ctx context.Context, k, owner string, payload
 	if err != nil {
 		return 0, err
 	}
-	if got, werr := acked.Int64(); n > 0 && (werr != nil || got < int64(s.replicas)) {
+	if got, werr := acked.Int64(); n > 0 && (werr != nil || got < int64(s.o.Replicas)) {
 		s.unreplicated.Add(1)
 		s.logger.LogAttrs(ctx, slog.LevelWarn, "redisstore: a completed record is not on a replica yet; a failover now would lose it",
-			slog.Int64("replicas", got), slog.Int("wanted", s.replicas))
+			slog.Int64("replicas", got), slog.Int("wanted", s.o.Replicas))
 	}
 	return n, nil
 }

@@ -42,7 +42,7 @@ func newStore(t *testing.T) idempotency.Store {
 			c.Del(ctx, keys...)
 		}
 	})
-	s, err := redisstore.New(c, prefix)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestConformanceClaimScript(t *testing.T) {
 }
 
 func TestNewRejectsNilClient(t *testing.T) {
-	if _, err := redisstore.New(nil, ""); err == nil {
+	if _, err := redisstore.New(nil, redisstore.Options{}); err == nil {
 		t.Fatal("want an error")
 	}
 }
@@ -69,7 +69,7 @@ func TestNewRejectsNilClient(t *testing.T) {
 func TestRecordsExpireByRedisTTL(t *testing.T) {
 	c := client(t)
 	prefix := "retryhttp-test:" + uuid.NewString() + ":"
-	s, _ := redisstore.New(c, prefix)
+	s, _ := redisstore.New(c, redisstore.Options{Prefix: prefix})
 	ctx := context.Background()
 	if _, err := s.Claim(ctx, idempotency.ClaimParams{Key: "k", Fingerprint: "fp", Owner: "o", Lock: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestRecordsExpireByRedisTTL(t *testing.T) {
 
 func BenchmarkMiddleware(b *testing.B) {
 	c := client(b)
-	s, _ := redisstore.New(c, benchPrefix(b, c))
+	s, _ := redisstore.New(c, redisstore.Options{Prefix: benchPrefix(b, c)})
 	storetest.Bench(b, s)
 }
 

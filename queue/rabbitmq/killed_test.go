@@ -42,7 +42,7 @@ func TestChildConsumer(t *testing.T) {
 	}
 	conn := dial(t)
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
-	store, err := redisstore.New(rdb, os.Getenv(childPrefix))
+	store, err := redisstore.New(rdb, redisstore.Options{Prefix: os.Getenv(childPrefix)})
 	if err != nil {
 		t.Fatal(err)
 	}

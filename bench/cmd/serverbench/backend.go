@@ -59,17 +59,17 @@ func newBackend(ctx context.Context, name string, at where, conns int) (*backend
 	case "memory":
 		return memoryBackend()
 	case "redis":
-		return redisBackend(ctx, name, redis.NewClient(&redis.Options{Addr: at.redis, PoolSize: conns, MinIdleConns: conns / 2}))
+		return redisBackend(ctx, name, redis.NewClient(&redis.Options{Addr: at.redis, PoolSize: conns, MinIdleConns: conns / 2}), redisstore.Options{})
 	case "rediscluster", "rediscluster+wait":
 		if at.cluster == "" {
 			return nil, errors.New("no cluster: name its nodes with -redis-cluster, or let serverbench start one with -redis-cluster own")
 		}
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(at.cluster, ","), PoolSize: conns, MinIdleConns: conns / 2})
-		var opts []redisstore.Option
+		var o redisstore.Options
 		if name == "rediscluster+wait" {
-			opts = append(opts, redisstore.WaitForReplicas(1, replicaWait))
+			o.Replicas, o.ReplicaTimeout = 1, replicaWait
 		}
-		return redisBackend(ctx, name, c, opts...)
+		return redisBackend(ctx, name, c, o)
 	case "postgres":
 		return postgresBackend(ctx, at.postgres, conns, at.child)
 	}
@@ -118,7 +118,7 @@ func memoryBackend() (*backend, error) {
 
 // redisBackend: the floor is SET NX PX then SET XX PX for a new key, GET
 // for a replay.
-func redisBackend(ctx context.Context, name string, c redis.UniversalClient, opts ...redisstore.Option) (*backend, error) {
+func redisBackend(ctx context.Context, name string, c redis.UniversalClient, o redisstore.Options) (*backend, error) {
 	count := &counter{}
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		// Count at the nodes, where a redirect or a pipeline to one master
@@ -131,7 +131,7 @@ func redisBackend(ctx context.Context, name string, c redis.UniversalClient, opt
 		c.Close()
 		return nil, err
 	}
-	s, err := redisstore.New(c, redisstore.DefaultPrefix, opts...)
+	s, err := redisstore.New(c, o)
 	if err != nil {
 		c.Close()
 		return nil, err

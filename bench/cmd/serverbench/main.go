@@ -31,7 +31,7 @@
 // by -redis-cluster; "-redis-cluster own" starts one of serverbench's own
 // (6 redis-servers, 3 masters with a replica each, on free ports, stopped
 // at the end). rediscluster+wait is the store with
-// redisstore.WaitForReplicas(1, 100ms): its new keys pay for WAIT.
+// redisstore.Options{Replicas: 1, ReplicaTimeout: 100ms}: its new keys pay for WAIT.
 //
 // A fleet: -procs 4 runs each store's variants in 4 processes at once
 // (children of serverbench, each with its own middleware and pool, -conc
