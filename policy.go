@@ -171,21 +171,6 @@ func (p Policy) resolve() (Policy, error) {
 	return p, nil
 }
 
-// Backoff returns the wait before retry n (1 for the first retry) under
-// p, its zero fields taking their defaults, with the jitter drawn from r, a
-// uniform random number in [0, 1) (rand.Float64()): the wait a Transport
-// uses between attempts, for a retry layer of your own (the outbox relay
-// spaces its deliveries with it). prev is the previous wait, read only by
-// JitterDecorrelated (0 before the first retry). An invalid Policy waits
-// as the default one does.
-func (p Policy) Backoff(n int, prev time.Duration, r float64) time.Duration {
-	rp, err := p.resolve()
-	if err != nil {
-		rp, _ = Policy{}.resolve()
-	}
-	return rp.backoff(max(n, 1)-1, prev, r)
-}
-
 // backoff returns the wait before retry n (0-based) of a resolved Policy.
 // prev is the previous wait (0 before the first retry; only
 // JitterDecorrelated reads it) and r a uniform random number in [0, 1).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/backoff"
 	"github.com/retryhttp/retryhttp/internal/circuit"
@@ -121,15 +122,21 @@ func TestJitterString(t *testing.T) {
 	assert.Equal(t, "Jitter(7)", Jitter(7).String())
 }
 
-// Backoff is the Transport's wait, for retry layers of one's own.
+// The wait between attempts doubles from BaseDelay up to MaxDelay, and
+// zero fields take the defaults.
 func TestPolicyBackoff(t *testing.T) {
+	wait := func(p Policy, n int, r float64) time.Duration {
+		rp, err := p.resolve()
+		require.NoError(t, err)
+		return rp.backoff(n-1, 0, r)
+	}
 	p := Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}
 	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 5: time.Second, 60: time.Second} {
-		assert.Equal(t, want, p.Backoff(n, 0, 0.5), "retry %d", n)
+		assert.Equal(t, want, wait(p, n, 0.5), "retry %d", n)
 	}
 	full := Policy{BaseDelay: 100 * time.Millisecond}
-	assert.Equal(t, 50*time.Millisecond, full.Backoff(1, 0, 0.5), "full jitter: half the ceiling at r = 0.5")
-	assert.Equal(t, defaults.BaseDelay/2, Policy{}.Backoff(1, 0, 0.5), "zero fields take the defaults")
+	assert.Equal(t, 50*time.Millisecond, wait(full, 1, 0.5), "full jitter: half the ceiling at r = 0.5")
+	assert.Equal(t, defaults.BaseDelay/2, wait(Policy{}, 1, 0.5), "zero fields take the defaults")
 }
 
 // Every Reason has its label and text, and the exported constants that

@@ -56,7 +56,7 @@ var transportStatuses = retryhttp.DefaultRetryStatuses()
 // (every message carries a key, so 409 counts), and also 425 and every
 // other 5xx, 500 included: a Transport returns a 500 to a caller who is
 // waiting, while a relay has minutes of backoff and a dead letter after
-// MaxAttempts, so a receiver's passing bug is worth a later delivery. A
+// MaxDeliveries, so a receiver's passing bug is worth a later delivery. A
 // status below 200 (a 1xx as final answer) is not an answer either.
 func retryable(code int) bool {
 	return slices.Contains(transportStatuses, code) || code == http.StatusTooEarly || code >= 500 || code < 200

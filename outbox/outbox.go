@@ -189,7 +189,7 @@ type Status string
 const (
 	Pending   Status = "pending"   // waiting to be delivered, or to be tried again
 	Delivered Status = "delivered" // the receiver answered 2xx (stored in LastStatus)
-	Dead      Status = "dead"      // given up: MaxAttempts deliveries failed, or the receiver refused it for good
+	Dead      Status = "dead"      // given up: MaxDeliveries deliveries failed, or the receiver refused it for good
 )
 
 // State is what the outbox knows of a message.

@@ -28,6 +28,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/shared/faultproxy"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
@@ -163,7 +164,7 @@ func TestNotifyWakesTheRelay(t *testing.T) {
 	}
 }
 
-// Failures are retried with the Policy's backoff, then the message is
+// Failures are retried with the relay's Backoff, then the message is
 // dead; a refusal for good is dead at once. The metrics count each.
 func TestBackoffAndDeadLetter(t *testing.T) {
 	p := outboxtest.Pool(t)
@@ -186,7 +187,7 @@ func TestBackoffAndDeadLetter(t *testing.T) {
 	}
 	events := &eventLog{}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Metrics: m, Hooks: []outbox.Hook{events.hook()}, PollInterval: 5 * time.Millisecond,
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 30 * time.Millisecond, MaxDelay: 30 * time.Millisecond, Jitter: retryhttp.JitterNone}})
+		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 30 * time.Millisecond, Max: 30 * time.Millisecond, Jitter: retryhttp.JitterNone}})
 	outboxtest.Eventually(t, "both dead", func() bool {
 		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead
 	})
@@ -401,7 +402,7 @@ func TestChildRelay(t *testing.T) {
 func tableName(o *outbox.Outbox) string { return o.Table() }
 
 // A receiver asking for a wait past MaxRetryAfter cannot park a message:
-// the delivery counts as failed and backs off by the Policy.
+// the delivery counts as failed and backs off by the relay's Backoff.
 func TestHugeRetryAfterIsNotHonoured(t *testing.T) {
 	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
@@ -415,7 +416,7 @@ func TestHugeRetryAfterIsNotHonoured(t *testing.T) {
 		t.Fatal(err)
 	}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond,
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retryhttp.JitterNone}})
+		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 20 * time.Millisecond, Max: 20 * time.Millisecond, Jitter: retryhttp.JitterNone}})
 	outboxtest.Eventually(t, "dead after its attempts", func() bool { return state(t, o, id).Status == outbox.Dead })
 	if s := state(t, o, id); s.Deliveries != 3 {
 		t.Fatalf("%+v, want dead after 3 deliveries, not parked for 31 years", s)
@@ -477,7 +478,7 @@ func TestDeadMessageURLIsRedacted(t *testing.T) {
 	}), nil))
 	id, _ := o.Enqueue(context.Background(), p, outbox.Message{URL: "http://user:pw@127.0.0.1:1/hook?token=s3cret"})
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 5 * time.Millisecond, Logger: logger,
-		Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+		MaxDeliveries: 2, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
 	outboxtest.Eventually(t, "dead", func() bool { return state(t, o, id).Status == outbox.Dead })
 	s := state(t, o, id)
 	mu.Lock()
@@ -585,8 +586,8 @@ func TestMigrations(t *testing.T) {
 // a third time while the second delivery runs, nor mark it dead under it.
 func TestLateOutcomeOfAnOldLease(t *testing.T) {
 	for _, c := range []struct {
-		name        string
-		maxAttempts int // 1: the late failure would be a death
+		name          string
+		maxDeliveries int // 1: the late failure would be a death
 	}{{"retry", 5}, {"dead", 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			p := outboxtest.Pool(t)
@@ -620,15 +621,15 @@ func TestLateOutcomeOfAnOldLease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			policy := retryhttp.Policy{MaxAttempts: c.maxAttempts, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}
+			backoff := queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}
 			senders := map[string]outbox.Sender{"slow": slow}
 			const short = 300 * time.Millisecond
 			// The old relay holds one delivery at a time: while its first
 			// runs, it leases nothing more.
-			outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: short, Batch: 1, PollInterval: 10 * time.Millisecond, Policy: policy, Senders: senders})
+			outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: short, Batch: 1, PollInterval: 10 * time.Millisecond, MaxDeliveries: c.maxDeliveries, Backoff: backoff, Senders: senders})
 			outboxtest.Eventually(t, "the first delivery", func() bool { return len(sends()) == 1 })
 			time.Sleep(short + 100*time.Millisecond) // its lease runs out
-			outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: time.Minute, PollInterval: 10 * time.Millisecond, Policy: policy, Senders: senders})
+			outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: time.Minute, PollInterval: 10 * time.Millisecond, MaxDeliveries: c.maxDeliveries, Backoff: backoff, Senders: senders})
 			outboxtest.Eventually(t, "the second delivery, by the new relay", func() bool { return len(sends()) == 2 })
 			close(release[1]) // the old delivery's failure arrives, late
 			time.Sleep(300 * time.Millisecond)

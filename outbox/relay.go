@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/queue"
 )
 
 // RelayOptions configure a Relay. Each zero field takes the default in its
@@ -26,7 +27,7 @@ type RelayOptions struct {
 	Outbox *Outbox
 	// Client sends each http and https delivery. nil means an
 	// http.Client over a retryhttp.Transport that sends each delivery once
-	// (the relay is the retry layer: its Policy spaces the deliveries),
+	// (the relay is the retry layer: its Backoff spaces the deliveries),
 	// keeps Batch idle connections per host, and times out after 30 s or
 	// half the Lease, whichever is shorter, so that any Lease works with
 	// it. A Client's timeout must be shorter than Lease.
@@ -38,17 +39,22 @@ type RelayOptions struct {
 	// relay could send it (give every relay of a fleet the same Senders).
 	// Each Send is bounded by Lease.
 	Senders map[string]Sender
-	// Policy spaces the deliveries of one message and bounds them: the wait
-	// before delivery n+1 is the Policy's backoff for retry n, and after
-	// MaxAttempts failed deliveries the message is dead. A receiver's own
+	// MaxDeliveries bounds the deliveries of one message: after that many
+	// failed, the message is dead. 0 means DefaultMaxDeliveries.
+	MaxDeliveries int
+	// Backoff spaces the deliveries of one message: the wait after failed
+	// delivery n is Backoff.Wait(n). The zero Backoff waits up to 1 s,
+	// then 2 s, ... up to 1 min, with full jitter; with
+	// DefaultMaxDeliveries a message outlives a receiver's outage of
+	// about 4.5 min on average, 9 min at most (14 waits).
+	Backoff queue.Backoff
+	// MaxRetryAfter is the longest wait a receiver may ask for: its own
 	// wait (Retry-After, or a rate-limit header, read by
-	// retryhttp.ServerWait) wins when it is longer and at most
-	// MaxRetryAfter; a longer one is not honoured: the delivery counts as
-	// failed and backs off by the Policy, so a receiver cannot park a
-	// message for years. Each zero field takes the relay's default:
-	// MaxAttempts DefaultMaxDeliveries, BaseDelay 1s, MaxDelay 5m,
-	// MaxRetryAfter MaxDelay, JitterFull.
-	Policy retryhttp.Policy
+	// retryhttp.ServerWait) wins over the Backoff's when it is longer and
+	// at most MaxRetryAfter; a longer one is not honoured: the delivery
+	// counts as failed and backs off by the Backoff, so a receiver cannot
+	// park a message for years. 0 means the Backoff's Max.
+	MaxRetryAfter time.Duration
 	// Batch is how many messages one round leases and delivers at once. 0
 	// means DefaultBatch.
 	Batch int
@@ -72,12 +78,10 @@ type RelayOptions struct {
 
 // Defaults of RelayOptions.
 const (
-	DefaultMaxDeliveries = 10
+	DefaultMaxDeliveries = 15
 	DefaultBatch         = 32
 	DefaultLease         = time.Minute
 	DefaultPollInterval  = time.Second
-	defaultBaseDelay     = time.Second
-	defaultMaxDelay      = 5 * time.Minute
 	defaultClientTimeout = 30 * time.Second
 )
 
@@ -101,21 +105,19 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		return nil, fmt.Errorf("outbox: NewRelay: Lease %v is negative", o.Lease)
 	case o.PollInterval < 0:
 		return nil, fmt.Errorf("outbox: NewRelay: PollInterval %v is negative", o.PollInterval)
+	case o.MaxDeliveries < 0:
+		return nil, fmt.Errorf("outbox: NewRelay: MaxDeliveries %d is negative", o.MaxDeliveries)
+	case o.MaxRetryAfter < 0:
+		return nil, fmt.Errorf("outbox: NewRelay: MaxRetryAfter %v is negative", o.MaxRetryAfter)
 	}
-	if err := o.Policy.Validate(); err != nil {
+	if err := o.Backoff.Validate(); err != nil {
 		return nil, fmt.Errorf("outbox: NewRelay: %w", err)
 	}
-	if o.Policy.MaxAttempts == 0 {
-		o.Policy.MaxAttempts = DefaultMaxDeliveries
+	if o.MaxDeliveries == 0 {
+		o.MaxDeliveries = DefaultMaxDeliveries
 	}
-	if o.Policy.BaseDelay == 0 {
-		o.Policy.BaseDelay = defaultBaseDelay
-	}
-	if o.Policy.MaxDelay == 0 {
-		o.Policy.MaxDelay = defaultMaxDelay
-	}
-	if o.Policy.MaxRetryAfter == 0 {
-		o.Policy.MaxRetryAfter = o.Policy.MaxDelay
+	if o.MaxRetryAfter == 0 {
+		o.MaxRetryAfter = o.Backoff.MaxWait()
 	}
 	if o.Batch == 0 {
 		o.Batch = DefaultBatch
@@ -409,7 +411,7 @@ func (r *Relay) deliver(ctx context.Context, m leased) int {
 	s, ok := r.senders[u.Scheme]
 	if !ok {
 		// No delivery of this relay can send it: dead now, not after
-		// MaxAttempts deliveries and their backoff.
+		// MaxDeliveries deliveries and their backoff.
 		r.record(ctx, m, Result{Err: errNoSender(u.Scheme), Final: true})
 		return 0
 	}
@@ -430,7 +432,7 @@ func (r *Relay) deliver(ctx context.Context, m leased) int {
 	return 0
 }
 
-// record stores a failed delivery: retried later, or, past MaxAttempts
+// record stores a failed delivery: retried later, or, past MaxDeliveries
 // deliveries or refused for good, dead.
 func (r *Relay) record(ctx context.Context, m leased, res Result) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -442,9 +444,9 @@ func (r *Relay) record(ctx context.Context, m leased, res Result) {
 	lastErr := res.Err.Error()
 	var err error
 	e := Event{ID: m.id, URL: redactURL(m.url), Status: res.Status, Deliveries: m.deliveries, Err: res.Err}
-	if !res.Final && m.deliveries < r.o.Policy.MaxAttempts {
-		wait := r.o.Policy.Backoff(m.deliveries, 0, rand.Float64())
-		if res.Wait <= r.o.Policy.MaxRetryAfter {
+	if !res.Final && m.deliveries < r.o.MaxDeliveries {
+		wait := r.o.Backoff.Wait(m.deliveries, rand.Float64())
+		if res.Wait <= r.o.MaxRetryAfter {
 			wait = max(wait, res.Wait)
 		}
 		_, err = r.o.Outbox.pool.Exec(ctx, r.retry, m.id, wait.Microseconds(), status, lastErr, m.deliveries)

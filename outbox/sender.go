@@ -45,8 +45,8 @@ type Delivery struct {
 type Result struct {
 	// Err is nil when the destination accepted the message: it is then
 	// recorded as delivered, for good. Otherwise the message is tried again
-	// after the Policy's backoff, or is dead once Final or after
-	// MaxAttempts deliveries.
+	// after the relay's Backoff, or is dead once Final or after
+	// MaxDeliveries deliveries.
 	Err error
 	// Final says that no later delivery can succeed (the destination
 	// refused the message for good): the message is dead at once.
@@ -56,7 +56,7 @@ type Result struct {
 	Status int
 	// Wait is how long the destination asked to be left alone (a
 	// Retry-After): the next delivery waits at least that, up to the
-	// Policy's MaxRetryAfter.
+	// relay's MaxRetryAfter.
 	Wait time.Duration
 }
 

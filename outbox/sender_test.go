@@ -11,6 +11,7 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
+	"github.com/retryhttp/retryhttp/queue"
 )
 
 // A Sender registered under a scheme delivers that scheme's messages:
@@ -44,9 +45,9 @@ func TestSenderByScheme(t *testing.T) {
 	idNone, _ := o.Enqueue(ctx, p, outbox.Message{URL: "elsewhere:x"})
 	events := &eventLog{}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Senders: map[string]outbox.Sender{"test": sender}, Hooks: []outbox.Hook{events.hook()},
-		PollInterval: 5 * time.Millisecond,
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond,
-			MaxRetryAfter: time.Second, Jitter: retryhttp.JitterNone}})
+		PollInterval:  5 * time.Millisecond,
+		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond, Jitter: retryhttp.JitterNone},
+		MaxRetryAfter: time.Second})
 	outboxtest.Eventually(t, "every message settled", func() bool {
 		return state(t, o, idOK).Status == outbox.Delivered && state(t, o, idRefused).Status == outbox.Dead &&
 			state(t, o, idFlaky).Status == outbox.Delivered && state(t, o, idNone).Status == outbox.Dead

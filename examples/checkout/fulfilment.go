@@ -21,6 +21,7 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 )
 
@@ -106,8 +107,8 @@ func consume(args []string, stderr io.Writer) int {
 			return fail(err)
 		}
 		handler, err = natsjs.Handler(natsjs.Options{Runner: runner, Logger: quiet,
-			Key:    orderKey, // the business key: the order, whichever message carries it
-			Policy: retryhttp.Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: 500 * time.Millisecond},
+			Key:     orderKey, // the business key: the order, whichever message carries it
+			Backoff: queue.Backoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		}, func(ctx context.Context, m jetstream.Msg) ([]byte, error) {
 			return nil, ship(ctx, m) // ctx carries the order: the shipment's key is the same on every delivery
 		})

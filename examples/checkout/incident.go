@@ -26,6 +26,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
+	"github.com/retryhttp/retryhttp/queue"
 )
 
 // Config is one run of the incident.
@@ -345,7 +346,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		relays.Go(func() {
 			for relayCtx.Err() == nil {
 				r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box, Lease: time.Second, PollInterval: 20 * time.Millisecond,
-					Policy:  retryhttp.Policy{MaxAttempts: 1000, BaseDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond},
+					MaxDeliveries: 1000, Backoff: queue.Backoff{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 					Senders: senders, Client: &http.Client{Timeout: 500 * time.Millisecond}, Logger: quiet})
 				if err != nil {
 					panic(err)

@@ -19,11 +19,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
@@ -121,7 +121,7 @@ func TestPublishedOncePerMessage(t *testing.T) {
 	}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
 		Senders: map[string]outbox.Sender{natsoutbox.Scheme: outboxtest.Forgetful(sender)},
-		Policy:  retryhttp.Policy{BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+		Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
 	outboxtest.Eventually(t, "every message delivered", func() bool { return outboxtest.Pending(t, p, o) == 0 })
 	onceEach(t, inStream(t, s), want)
 	m, err := s.GetMsg(context.Background(), 1)
@@ -256,7 +256,7 @@ func TestUndeliverable(t *testing.T) {
 	noSubject, _ := o.Enqueue(ctx, p, outbox.Message{URL: natsoutbox.URL("orders.*")})
 	sender, _ := natsoutbox.New(js)
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Senders: map[string]outbox.Sender{natsoutbox.Scheme: sender},
-		Policy: retryhttp.Policy{MaxAttempts: 2, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+		MaxDeliveries: 2, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
 	outboxtest.Eventually(t, "both dead", func() bool {
 		a, _ := o.State(ctx, noStream)
 		b, _ := o.State(ctx, noSubject)

@@ -33,7 +33,7 @@ func BenchmarkRelay(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
 		for b.Loop() {
 			d := dial(b, "")
-			conn, q := queue(b, d)
+			conn, q := testQueue(b, d)
 			start := time.Now()
 			var wg sync.WaitGroup
 			for w := range 32 {
@@ -84,7 +84,7 @@ func drain(b *testing.B, relays, n int) {
 	d := dial(b, "")
 	p := outboxtest.Pool(b)
 	o := outboxtest.New(b, p)
-	conn, q := queue(b, d)
+	conn, q := testQueue(b, d)
 	drained := func() bool { return depth(b, conn, q) >= n }
 	b.ReportMetric(outboxtest.Drain(b, p, o, rabbitoutbox.URL("", q), n, relays, map[string]outbox.Sender{rabbitoutbox.Scheme: newSender(b, d)}, drained), "msgs/s")
 }

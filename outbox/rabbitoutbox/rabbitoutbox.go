@@ -15,7 +15,7 @@
 //
 // A message no queue is bound to take (the broker returns a mandatory
 // message) is a failed delivery: tried again after the relay's backoff,
-// and dead after its MaxAttempts, with the broker's reason. So is a
+// and dead after its MaxDeliveries, with the broker's reason. So is a
 // missing exchange (the broker closes the channel; the Sender opens
 // another) and a lost connection (the Sender dials again).
 //

@@ -13,11 +13,11 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/shared/faultproxy"
 	"github.com/retryhttp/retryhttp/shared/testenv"
@@ -58,8 +58,8 @@ func newSender(t testing.TB, d func() (*amqp.Connection, error)) *rabbitoutbox.S
 	return s
 }
 
-// queue declares a queue of the test's own, deleted when it ends.
-func queue(t testing.TB, d func() (*amqp.Connection, error)) (*amqp.Connection, string) {
+// testQueue declares a queue of the test's own, deleted when it ends.
+func testQueue(t testing.TB, d func() (*amqp.Connection, error)) (*amqp.Connection, string) {
 	t.Helper()
 	conn, err := d()
 	if err != nil {
@@ -88,7 +88,7 @@ func TestOneEffectPerMessage(t *testing.T) {
 	d := dial(t, "")
 	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
-	conn, q := queue(t, d)
+	conn, q := testQueue(t, d)
 	const n = 200
 	want := map[string]bool{}
 	for i := range n {
@@ -101,7 +101,7 @@ func TestOneEffectPerMessage(t *testing.T) {
 	}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
 		Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: outboxtest.Forgetful(newSender(t, d))},
-		Policy:  retryhttp.Policy{BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+		Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
 	outboxtest.Eventually(t, "every message delivered", func() bool { return outboxtest.Pending(t, p, o) == 0 })
 
 	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
@@ -166,7 +166,7 @@ func delivery(t *testing.T, raw string) outbox.Delivery {
 // refused for good.
 func TestUndeliverable(t *testing.T) {
 	d := dial(t, "")
-	_, q := queue(t, d)
+	_, q := testQueue(t, d)
 	s := newSender(t, d)
 	ctx := context.Background()
 	res := s.Send(ctx, delivery(t, rabbitoutbox.URL("", "no-queue-"+uuid.NewString())))
@@ -199,7 +199,7 @@ func TestReconnects(t *testing.T) {
 	u, _ := url.Parse(testenv.AMQPURL())
 	proxy := faultproxy.Start(t, u.Host)
 	d := dial(t, proxy.Addr())
-	_, q := queue(t, dial(t, ""))
+	_, q := testQueue(t, dial(t, ""))
 	s := newSender(t, d)
 	ctx := context.Background()
 	if res := s.Send(ctx, delivery(t, rabbitoutbox.URL("", q))); res.Err != nil {
@@ -226,7 +226,7 @@ func TestUnroutableIsDeadWithTheReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Senders: map[string]outbox.Sender{rabbitoutbox.Scheme: newSender(t, d)},
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
 	outboxtest.Eventually(t, "the message dead", func() bool {
 		s, err := o.State(ctx, id)
 		return err == nil && s.Status == outbox.Dead

@@ -4,7 +4,7 @@
 // after a lost ack, a second publish of the same event) gets the stored
 // result and is acknowledged without running the handler; a failure
 // releases the key and is negatively acknowledged with a delay from a
-// retryhttp.Policy, so that JetStream redelivers it.
+// queue.Backoff, so that JetStream redelivers it.
 //
 // JetStream's own deduplication (Nats-Msg-Id within the stream's duplicate
 // window, two minutes by default) drops a second publish of one message ID
@@ -22,7 +22,7 @@
 // its stack), the key released and the message redelivered with a backoff,
 // while the consumer goes on with the messages behind it. A handler that
 // knows a message can never succeed returns queue.Permanent(err), and the
-// message is terminated at once. With Policy.MaxAttempts, the delivery
+// message is terminated at once. With Options.MaxDeliveries, the delivery
 // count (NumDelivered) is checked before the handler runs: a message past
 // it is terminated without running again, however its earlier deliveries
 // ended.
@@ -50,7 +50,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue"
 )
@@ -66,14 +65,18 @@ type Options struct {
 	// header) is terminated (Term) with the error logged, and the handler
 	// does not run: it cannot be deduplicated.
 	Key func(jetstream.Msg) (string, error)
-	// Policy gives the delay of a redelivery after a failure: Backoff of
-	// the delivery count. Its zero fields mean 1 s and 1 min, JitterFull.
-	// MaxAttempts, if set, terminates a message that failed that many
+	// MaxDeliveries, if set, terminates a message that failed that many
 	// deliveries, for the stream's dead-letter advisory; a delivery
 	// already past it (its consumers crashed on it) is terminated without
 	// running the handler, unless its key has run, when it is acknowledged
-	// as a duplicate.
-	Policy retryhttp.Policy
+	// as a duplicate. 0 means no bound: a message that always fails is
+	// redelivered until a handler returns queue.Permanent (or the
+	// consumer's MaxDeliver ends it).
+	MaxDeliveries int
+	// Backoff gives the delay of a redelivery after a failure, by the
+	// delivery count; the zero Backoff waits up to 1 s, then 2 s, ... up
+	// to 1 min, with full jitter.
+	Backoff queue.Backoff
 	// AckWait is the consumer's AckWait: while a delivery runs, it is
 	// marked in progress every AckWait/3, so that JetStream does not
 	// redeliver it to another consumer meanwhile. 0 means JetStream's
@@ -108,14 +111,11 @@ func newConsumer(o Options, h func(ctx context.Context, msg jetstream.Msg) ([]by
 	case h == nil:
 		return nil, errors.New("natsjs: nil handler")
 	}
-	if err := o.Policy.Validate(); err != nil {
+	if o.MaxDeliveries < 0 {
+		return nil, fmt.Errorf("natsjs: MaxDeliveries %d is negative", o.MaxDeliveries)
+	}
+	if err := o.Backoff.Validate(); err != nil {
 		return nil, fmt.Errorf("natsjs: %w", err)
-	}
-	if o.Policy.BaseDelay == 0 {
-		o.Policy.BaseDelay = time.Second
-	}
-	if o.Policy.MaxDelay == 0 {
-		o.Policy.MaxDelay = time.Minute
 	}
 	if o.Key == nil {
 		o.Key = msgID
@@ -154,12 +154,12 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	e.Key = key
-	maxAttempts := uint64(c.o.Policy.MaxAttempts)
-	past := maxAttempts > 0 && deliveries > maxAttempts // a message that crashed its consumers, or failed too often
+	maxDeliveries := uint64(c.o.MaxDeliveries)
+	past := maxDeliveries > 0 && deliveries > maxDeliveries // a message that crashed its consumers, or failed too often
 	stop := c.progress(msg)
 	_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) {
 		if past {
-			return nil, fmt.Errorf("natsjs: delivery %d is past MaxAttempts %d: not run", deliveries, maxAttempts)
+			return nil, fmt.Errorf("natsjs: delivery %d is past MaxDeliveries %d: not run", deliveries, maxDeliveries)
 		}
 		return queue.Run(func() ([]byte, error) { return c.h(ctx, msg) })
 	})
@@ -171,13 +171,13 @@ func (c *consumer) handle(ctx context.Context, msg jetstream.Msg) {
 			e.Kind = EventDuplicate
 		}
 		c.tell(ctx, e, msg.Ack())
-	case past || queue.IsPermanent(err) || maxAttempts > 0 && deliveries >= maxAttempts:
+	case past || queue.IsPermanent(err) || maxDeliveries > 0 && deliveries >= maxDeliveries:
 		e.Kind, e.Err = EventTerminated, err
 		c.o.Logger.LogAttrs(ctx, slog.LevelError, "natsjs: message terminated", queue.FailureAttrs(key, e.Deliveries, err)...)
 		c.tell(ctx, e, msg.Term())
 	default:
 		e.Kind, e.Err = EventFailed, err
-		wait := c.o.Policy.Backoff(int(min(deliveries, 1<<20))-1, 0, rand.Float64())
+		wait := c.o.Backoff.Wait(int(min(deliveries, 1<<20)), rand.Float64())
 		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "natsjs: message failed; redelivering", append(queue.FailureAttrs(key, e.Deliveries, err), slog.String("in", wait.String()))...)
 		c.tell(ctx, e, msg.NakWithDelay(wait))
 	}

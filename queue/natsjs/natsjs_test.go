@@ -18,8 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
@@ -114,11 +114,11 @@ func TestExactlyOncePerOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	handler, err := natsjs.Handler(natsjs.Options{
-		Runner: runner,
-		Key:    func(m jetstream.Msg) (string, error) { return string(m.Data()), nil }, // the business key
-		Policy: retryhttp.Policy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
-		Hooks:  []natsjs.Hook{hooks, metrics},
-		Logger: quiet(),
+		Runner:  runner,
+		Key:     func(m jetstream.Msg) (string, error) { return string(m.Data()), nil }, // the business key
+		Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		Hooks:   []natsjs.Hook{hooks, metrics},
+		Logger:  quiet(),
 	}, func(ctx context.Context, m jetstream.Msg) ([]byte, error) {
 		runs.Add(1)
 		if chance(0.1) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
@@ -59,7 +58,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // consume runs h through natsjs.Handler on cons until the test ends, keyed
-// by the message's data, with a short backoff and MaxAttempts 3.
+// by the message's data, with a short backoff and MaxDeliveries 3.
 func consume(t *testing.T, cons jetstream.Consumer, rec *recorder, ackWait time.Duration, h func(context.Context, jetstream.Msg) ([]byte, error)) {
 	t.Helper()
 	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment"})
@@ -67,9 +66,9 @@ func consume(t *testing.T, cons jetstream.Consumer, rec *recorder, ackWait time.
 		t.Fatal(err)
 	}
 	handler, err := natsjs.Handler(natsjs.Options{
-		Runner:  runner,
-		Key:     func(m jetstream.Msg) (string, error) { return string(m.Data()), nil },
-		Policy:  retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+		Runner:        runner,
+		Key:           func(m jetstream.Msg) (string, error) { return string(m.Data()), nil },
+		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond},
 		AckWait: ackWait,
 		Hooks:   []natsjs.Hook{rec.hook()},
 		Logger:  quiet(),
@@ -94,7 +93,7 @@ func kinds(events []natsjs.Event) []natsjs.EventKind {
 
 // A handler that panics on one message has failed its run: the consumer
 // recovers, redelivers the message with its backoff and terminates it at
-// MaxAttempts, and the orders behind it ship.
+// MaxDeliveries, and the orders behind it ship.
 func TestPanickingHandlerIsBounded(t *testing.T) {
 	js := connect(t)
 	subject, cons := stream(t, js, time.Second)
@@ -137,7 +136,7 @@ func TestPanickingHandlerIsBounded(t *testing.T) {
 		t.Errorf("a failed run's error %v is not the panic with its stack", ev[0].Err)
 	}
 	if n := poisonRuns.Load(); n != 3 {
-		t.Errorf("the poison message ran %d times, want MaxAttempts 3", n)
+		t.Errorf("the poison message ran %d times, want MaxDeliveries 3", n)
 	}
 }
 
@@ -165,9 +164,9 @@ func TestPermanentFailureIsTerminatedAtOnce(t *testing.T) {
 }
 
 // A message whose earlier deliveries were never acknowledged (a consumer
-// that crashed on each) arrives past MaxAttempts: it is terminated without
+// that crashed on each) arrives past MaxDeliveries: it is terminated without
 // running the handler again.
-func TestDeliveryPastMaxAttemptsIsNotRun(t *testing.T) {
+func TestDeliveryPastMaxDeliveriesIsNotRun(t *testing.T) {
 	js := connect(t)
 	subject, cons := stream(t, js, 200*time.Millisecond)
 	ctx := context.Background()
@@ -200,7 +199,7 @@ func TestDeliveryPastMaxAttemptsIsNotRun(t *testing.T) {
 		t.Errorf("the fourth delivery: %v after %d deliveries, want terminated after 4", ev[0].Kind, ev[0].Deliveries)
 	}
 	if n := runs.Load(); n != 0 {
-		t.Errorf("the handler ran %d times past MaxAttempts", n)
+		t.Errorf("the handler ran %d times past MaxDeliveries", n)
 	}
 }
 

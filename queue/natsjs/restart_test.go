@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
@@ -118,7 +118,7 @@ func TestBrokerKilledAndRestarted(t *testing.T) {
 	effects := map[string]int{}
 	hooks := &redeliveries{}
 	handler, err := natsjs.Handler(natsjs.Options{Runner: runner, Logger: quiet(), Hooks: []natsjs.Hook{hooks},
-		Policy: retryhttp.Policy{BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
+		Backoff: queue.Backoff{Base: 20 * time.Millisecond, Max: 100 * time.Millisecond},
 	}, func(ctx context.Context, m jetstream.Msg) ([]byte, error) {
 		time.Sleep(time.Millisecond) // the effect takes a moment: a kill lands mid-message
 		mu.Lock()

@@ -30,7 +30,7 @@ func BenchmarkConsume(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				conn := dial(b)
-				q := queue(b, conn)
+				q := testQueue(b, conn)
 				ch, err := conn.Channel()
 				if err != nil {
 					b.Fatal(err)

@@ -10,8 +10,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/shared/faultproxy"
 	"github.com/retryhttp/retryhttp/shared/testenv"
@@ -23,7 +23,7 @@ import (
 // dials again, and each order's effect happens once.
 func TestConnectionsCut(t *testing.T) {
 	conn := dial(t) // the publisher's, direct
-	q := queue(t, conn)
+	q := testQueue(t, conn)
 	u, err := url.Parse(testenv.AMQPURL())
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestConnectionsCut(t *testing.T) {
 	var mu sync.Mutex
 	effects := map[string]int{}
 	handle, err := rabbitmq.Handler(rabbitmq.Options{Runner: runner, Logger: quietLog,
-		Policy: retryhttp.Policy{BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+		Backoff: queue.Backoff{Base: 5 * time.Millisecond, Max: 20 * time.Millisecond},
 	}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
 		time.Sleep(200 * time.Microsecond) // the effect takes a moment: a cut lands mid-message
 		mu.Lock()

@@ -28,7 +28,7 @@ const (
 	// taken and the delivery acknowledged without running the handler.
 	EventDuplicate
 	// EventFailed: the handler failed (or the key was busy elsewhere); the
-	// delivery was requeued after the Policy's wait.
+	// delivery was requeued after the Backoff's wait.
 	EventFailed
 	// EventRejected: the delivery has no key, or failed its last attempt;
 	// it was rejected without requeue (dead-lettered, if the queue has a
@@ -55,7 +55,7 @@ type Event struct {
 	Kind        EventKind
 	RoutingKey  string
 	Key         string
-	Deliveries  int   // this delivery's count, as far as the broker says (see Options.Policy)
+	Deliveries  int   // this delivery's count, as far as the broker says (see Options.MaxDeliveries)
 	Redelivered bool  // the broker delivered it before
 	Err         error // why it failed or was rejected
 	AckErr      error // the acknowledgement's own error, if any

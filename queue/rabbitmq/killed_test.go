@@ -21,6 +21,7 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
@@ -54,8 +55,8 @@ func TestChildConsumer(t *testing.T) {
 	client := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Logger: quietLog,
 		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}
 	handle, err := rabbitmq.Handler(rabbitmq.Options{Runner: runner, Logger: quietLog,
-		Key:    func(d amqp.Delivery) (string, error) { return string(d.Body), nil }, // the order, whichever message carries it
-		Policy: retryhttp.Policy{BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+		Key:     func(d amqp.Delivery) (string, error) { return string(d.Body), nil }, // the order, whichever message carries it
+		Backoff: queue.Backoff{Base: 5 * time.Millisecond, Max: 20 * time.Millisecond},
 	}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", os.Getenv(childShipping), strings.NewReader(string(d.Body)))
 		resp, err := client.Do(req) // the key derived from the order: the same on every delivery
@@ -101,7 +102,7 @@ func TestConsumersKilled(t *testing.T) {
 	if err := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()}).Ping(context.Background()).Err(); err != nil {
 		testenv.Unreachable(t, "Redis", testenv.RedisAddr(), err)
 	}
-	q := queue(t, conn)
+	q := testQueue(t, conn)
 	mw, err := idempotency.New(idempotency.Options{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/queue"
 	rqueue "github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 )
@@ -110,7 +110,7 @@ func publish(t *testing.T, conn *amqp.Connection, name string, bodies ...string)
 }
 
 // consume runs h through rabbitmq.Handler on the queue until the test
-// ends, keyed by the body, with a short backoff and MaxAttempts 3, each
+// ends, keyed by the body, with a short backoff and MaxDeliveries 3, each
 // delivery on a goroutine of its own (prefetch 10).
 func consume(t *testing.T, conn *amqp.Connection, name string, rec *recorder, h func(context.Context, amqp.Delivery) ([]byte, error)) {
 	t.Helper()
@@ -119,9 +119,9 @@ func consume(t *testing.T, conn *amqp.Connection, name string, rec *recorder, h 
 		t.Fatal(err)
 	}
 	handle, err := rabbitmq.Handler(rabbitmq.Options{
-		Runner: runner,
-		Key:    func(d amqp.Delivery) (string, error) { return string(d.Body), nil },
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+		Runner:        runner,
+		Key:           func(d amqp.Delivery) (string, error) { return string(d.Body), nil },
+		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond},
 		Hooks:  []rabbitmq.Hook{rec.hook()},
 		Logger: slog.New(slog.DiscardHandler),
 	}, h)
@@ -156,7 +156,7 @@ func consume(t *testing.T, conn *amqp.Connection, name string, rec *recorder, h 
 }
 
 // A handler that panics on one delivery has failed its run: the consumer
-// recovers, requeues it after its backoff and rejects it at MaxAttempts
+// recovers, requeues it after its backoff and rejects it at MaxDeliveries
 // (a quorum queue counts deliveries), and the orders beside it ship.
 func TestPanickingHandlerIsBounded(t *testing.T) {
 	conn := dial(t)
@@ -195,7 +195,7 @@ func TestPanickingHandlerIsBounded(t *testing.T) {
 		t.Errorf("a failed run's error %v is not the panic with its stack", ev[0].Err)
 	}
 	if n := poisonRuns.Load(); n != 3 {
-		t.Errorf("the poison delivery ran %d times, want MaxAttempts 3", n)
+		t.Errorf("the poison delivery ran %d times, want MaxDeliveries 3", n)
 	}
 }
 
@@ -204,7 +204,7 @@ func TestPanickingHandlerIsBounded(t *testing.T) {
 // classic queue too, which counts no deliveries.
 func TestPermanentFailureIsRejectedAtOnce(t *testing.T) {
 	conn := dial(t)
-	name := queue(t, conn)
+	name := testQueue(t, conn)
 	rec := &recorder{}
 	var runs atomic.Int32
 	consume(t, conn, name, rec, func(context.Context, amqp.Delivery) ([]byte, error) {
@@ -222,9 +222,9 @@ func TestPermanentFailureIsRejectedAtOnce(t *testing.T) {
 }
 
 // A delivery whose earlier deliveries were never acknowledged (a consumer
-// that crashed on each: its channel closed) arrives past MaxAttempts: it
+// that crashed on each: its channel closed) arrives past MaxDeliveries: it
 // is rejected without running the handler again.
-func TestDeliveryPastMaxAttemptsIsNotRun(t *testing.T) {
+func TestDeliveryPastMaxDeliveriesIsNotRun(t *testing.T) {
 	conn := dial(t)
 	name := quorumQueue(t, conn)
 	publish(t, conn, name, "order-crash")
@@ -255,6 +255,6 @@ func TestDeliveryPastMaxAttemptsIsNotRun(t *testing.T) {
 		t.Errorf("the fourth delivery: %v as delivery %d, want rejected as the 4th", ev[0].Kind, ev[0].Deliveries)
 	}
 	if n := runs.Load(); n != 0 {
-		t.Errorf("the handler ran %d times past MaxAttempts", n)
+		t.Errorf("the handler ran %d times past MaxDeliveries", n)
 	}
 }

@@ -4,7 +4,7 @@
 // after a consumer died before its ack, a second publish of the same
 // event) gets the stored result and is acknowledged without running the
 // handler; a failure releases the key, waits a delay from a
-// retryhttp.Policy, and is negatively acknowledged with requeue, so that
+// queue.Backoff, and is negatively acknowledged with requeue, so that
 // the broker delivers it again.
 //
 // RabbitMQ does not deduplicate: a publisher that republishes after a lost
@@ -21,14 +21,14 @@
 // its stack), the key released and the delivery requeued after its
 // backoff, while the consumer goes on. A handler that knows a message can
 // never succeed returns queue.Permanent(err), and the delivery is rejected
-// at once. On a quorum queue, with Policy.MaxAttempts, the delivery count
+// at once. On a quorum queue, with Options.MaxDeliveries, the delivery count
 // (x-delivery-count) is checked before the handler runs: a delivery past
 // it is rejected without running again, however its earlier deliveries
-// ended. A classic queue keeps no delivery count (see Options.Policy).
+// ended. A classic queue keeps no delivery count (see Options.MaxDeliveries).
 //
 // Timing. The backoff of a failed delivery is waited in the handler's
 // goroutine before the requeue, so it holds one of the channel's prefetch
-// slots for up to Policy.MaxDelay: set the prefetch above the number of
+// slots for up to Backoff.Max: set the prefetch above the number of
 // failures you expect at once, and call the handler from that many
 // goroutines. A delay without a held slot takes a retry queue with a
 // message TTL that dead-letters back to the work queue, topology this
@@ -50,7 +50,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue"
 )
@@ -68,18 +67,20 @@ type Options struct {
 	// has a dead-letter exchange), the error logged, and the handler does
 	// not run: it cannot be deduplicated.
 	Key func(amqp.Delivery) (string, error)
-	// Policy gives the wait before a failed delivery is requeued: Backoff
-	// of its delivery count (x-delivery-count on quorum queues; otherwise
-	// 1, or 2 once redelivered). Its zero fields mean 1 s and 1 min,
-	// JitterFull. MaxAttempts, if set and the count is known (a quorum
-	// queue), rejects a delivery without requeue after that many; a
-	// delivery already past it (its consumers crashed on it) is rejected
-	// without running the handler, unless its key has run, when it is
-	// acknowledged as a duplicate. A classic queue keeps no count: there
-	// MaxAttempts does not apply, and a delivery that always fails is
-	// requeued until a handler returns queue.Permanent (or the queue's
-	// own policy drops it).
-	Policy retryhttp.Policy
+	// MaxDeliveries, if set and the count is known (a quorum queue's
+	// x-delivery-count), rejects a delivery without requeue after that
+	// many; a delivery already past it (its consumers crashed on it) is
+	// rejected without running the handler, unless its key has run, when
+	// it is acknowledged as a duplicate. A classic queue keeps no count:
+	// there MaxDeliveries does not apply, and a delivery that always fails
+	// is requeued until a handler returns queue.Permanent (or the queue's
+	// own policy drops it). 0 means no bound.
+	MaxDeliveries int
+	// Backoff gives the wait before a failed delivery is requeued, by its
+	// delivery count (x-delivery-count on quorum queues; otherwise 1, or 2
+	// once redelivered); the zero Backoff waits up to 1 s, then 2 s, ...
+	// up to 1 min, with full jitter.
+	Backoff queue.Backoff
 	// Logger gets failures and rejections; nil means slog.Default().
 	Logger *slog.Logger
 	// Hooks are told each delivery's outcome (see Hook).
@@ -97,14 +98,11 @@ func Handler(o Options, h func(ctx context.Context, d amqp.Delivery) ([]byte, er
 	case h == nil:
 		return nil, errors.New("rabbitmq: nil handler")
 	}
-	if err := o.Policy.Validate(); err != nil {
+	if o.MaxDeliveries < 0 {
+		return nil, fmt.Errorf("rabbitmq: MaxDeliveries %d is negative", o.MaxDeliveries)
+	}
+	if err := o.Backoff.Validate(); err != nil {
 		return nil, fmt.Errorf("rabbitmq: %w", err)
-	}
-	if o.Policy.BaseDelay == 0 {
-		o.Policy.BaseDelay = time.Second
-	}
-	if o.Policy.MaxDelay == 0 {
-		o.Policy.MaxDelay = time.Minute
 	}
 	if o.Key == nil {
 		o.Key = messageID
@@ -156,11 +154,11 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 		return
 	}
 	e.Key = key
-	maxAttempts := int64(c.o.Policy.MaxAttempts)
-	past := exact && maxAttempts > 0 && n > maxAttempts // a delivery that crashed its consumers, or failed too often
+	maxDeliveries := int64(c.o.MaxDeliveries)
+	past := exact && maxDeliveries > 0 && n > maxDeliveries // a delivery that crashed its consumers, or failed too often
 	_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) {
 		if past {
-			return nil, fmt.Errorf("rabbitmq: delivery %d is past MaxAttempts %d: not run", n, maxAttempts)
+			return nil, fmt.Errorf("rabbitmq: delivery %d is past MaxDeliveries %d: not run", n, maxDeliveries)
 		}
 		return queue.Run(func() ([]byte, error) { return c.h(ctx, d) })
 	})
@@ -171,13 +169,13 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 			e.Kind = EventDuplicate
 		}
 		c.tell(ctx, e, d.Ack(false))
-	case past || queue.IsPermanent(err) || exact && maxAttempts > 0 && n >= maxAttempts:
+	case past || queue.IsPermanent(err) || exact && maxDeliveries > 0 && n >= maxDeliveries:
 		e.Kind, e.Err = EventRejected, err
 		c.o.Logger.LogAttrs(ctx, slog.LevelError, "rabbitmq: delivery rejected", queue.FailureAttrs(key, e.Deliveries, err)...)
 		c.tell(ctx, e, d.Reject(false))
 	default:
 		e.Kind, e.Err = EventFailed, err
-		wait := c.o.Policy.Backoff(int(min(n, 1<<20))-1, 0, rand.Float64())
+		wait := c.o.Backoff.Wait(int(min(n, 1<<20)), rand.Float64())
 		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: delivery failed; requeuing", append(queue.FailureAttrs(key, e.Deliveries, err), slog.String("after", wait.String()))...)
 		t := time.NewTimer(wait)
 		select {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
@@ -43,8 +43,8 @@ func dial(t testing.TB) *amqp.Connection {
 	return conn
 }
 
-// queue declares a queue of the test's own, deleted when it ends.
-func queue(t testing.TB, conn *amqp.Connection) string {
+// testQueue declares a queue of the test's own, deleted when it ends.
+func testQueue(t testing.TB, conn *amqp.Connection) string {
 	t.Helper()
 	ch, err := conn.Channel()
 	if err != nil {
@@ -107,7 +107,7 @@ func (c *counter) get(k rabbitmq.EventKind) int {
 // happens exactly once.
 func TestExactlyOncePerOrder(t *testing.T) {
 	conn := dial(t)
-	name := queue(t, conn)
+	name := testQueue(t, conn)
 	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment", LockTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -125,11 +125,11 @@ func TestExactlyOncePerOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	handle, err := rabbitmq.Handler(rabbitmq.Options{
-		Runner: runner,
-		Key:    func(d amqp.Delivery) (string, error) { return string(d.Body), nil }, // the business key
-		Policy: retryhttp.Policy{BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
-		Hooks:  []rabbitmq.Hook{hooks, metrics},
-		Logger: slog.New(slog.DiscardHandler),
+		Runner:  runner,
+		Key:     func(d amqp.Delivery) (string, error) { return string(d.Body), nil }, // the business key
+		Backoff: queue.Backoff{Base: 5 * time.Millisecond, Max: 20 * time.Millisecond},
+		Hooks:   []rabbitmq.Hook{hooks, metrics},
+		Logger:  slog.New(slog.DiscardHandler),
 	}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
 		runs.Add(1)
 		if chance(0.1) {
@@ -283,7 +283,7 @@ func messages(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
 // the handler never runs.
 func TestDeliveryWithoutKeyIsRejected(t *testing.T) {
 	conn := dial(t)
-	name := queue(t, conn)
+	name := testQueue(t, conn)
 	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment"})
 	if err != nil {
 		t.Fatal(err)
