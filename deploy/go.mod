@@ -5,7 +5,6 @@ go 1.25.0
 tool github.com/prometheus/prometheus/cmd/promtool
 
 require (
-	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/prometheus v0.313.2
@@ -15,6 +14,8 @@ require (
 	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.5
 )
+
+require github.com/jackc/pgx/v5 v5.13.0 // indirect
 
 require (
 	cloud.google.com/go/auth v0.20.0 // indirect
@@ -173,6 +174,7 @@ require (
 	github.com/prometheus/sigv4 v0.4.1 // indirect
 	github.com/rabbitmq/amqp091-go v1.16.0 // indirect
 	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000
 	github.com/scaleway/scaleway-sdk-go v1.0.0-beta.36 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stackitcloud/stackit-sdk-go/core v0.26.0 // indirect
@@ -229,3 +231,5 @@ replace (
 	github.com/retryhttp/retryhttp/queue/natsjs => ../queue/natsjs
 	github.com/retryhttp/retryhttp/queue/rabbitmq => ../queue/rabbitmq
 )
+
+replace github.com/retryhttp/retryhttp/shared => ../shared

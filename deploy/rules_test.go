@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/prometheus/model/labels"
@@ -33,6 +32,7 @@ import (
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+	"github.com/retryhttp/retryhttp/shared/pgtest"
 )
 
 // promtool's own checks and unit tests of the alerts: each scenario (a
@@ -303,21 +303,8 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 // good, and returns a function that stops it and drops its table.
 func relay(t *testing.T, reg *prometheus.Registry) func() {
 	t.Helper()
-	dsn := os.Getenv("RETRYHTTP_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL at %s: %v", dsn, err)
-		}
-		t.Skipf("PostgreSQL at %s cannot be reached (%v): the outbox's series need it", dsn, err)
-	}
+	pool := pgtest.Pool(t)
 	table := fmt.Sprintf("outbox_rules_%d", time.Now().UnixNano())
 	box, err := outbox.New(pool, table)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retryhttp/retryhttp/shared/promreg"
 )
 
 // Metrics counts what relays do and reports what waits, per outbox table:
@@ -51,24 +53,13 @@ func NewMetrics(reg prometheus.Registerer, o *Outbox) (*Metrics, error) {
 	return m, nil
 }
 
-// register registers c, or returns the collector of the same description
-// already registered, so that NewMetrics called twice on one registry
-// shares the series. (The root module does the same for its own metrics;
-// a module tagged on its own keeps its own copy rather than reach into
-// another module's internals.)
+// register is promreg.Register with this package's error prefix.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("outbox: NewMetrics: %w", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-		err = fmt.Errorf("a different collector is registered under the same name: %w", err)
-	}
-	return c, fmt.Errorf("outbox: NewMetrics: %w", err)
+	return c, nil
 }
 
 var outcomeNames = [...]string{outcomeDelivered: "delivered", outcomeRetried: "retried", outcomeDead: "dead"}

@@ -3,41 +3,19 @@ package pgschema_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retryhttp/retryhttp/pgschema"
+	"github.com/retryhttp/retryhttp/shared/pgtest"
 )
 
-func pool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	dsn := os.Getenv("RETRYHTTP_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	p, err := pgxpool.New(ctx, dsn)
-	if err == nil {
-		err = p.Ping(ctx)
-	}
-	if err != nil {
-		msg := fmt.Sprintf("!!! PostgreSQL at %s is unreachable (%v): the pgschema tests did NOT run", dsn, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
+func pool(t *testing.T) *pgxpool.Pool { return pgtest.Pool(t) }
 
 var steps = fstest.MapFS{
 	"0001_create.up.sql":   {Data: []byte(`CREATE TABLE IF NOT EXISTS $TABLE (id text PRIMARY KEY);`)},

@@ -20,30 +20,11 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/storetest"
 	"github.com/retryhttp/retryhttp/retryhttptest"
-	"github.com/retryhttp/retryhttp/shared/testenv"
+	"github.com/retryhttp/retryhttp/shared/pgtest"
 )
 
-// pool connects to RETRYHTTP_TEST_POSTGRES (default: the local server's
-// test database). When PostgreSQL cannot be reached the test is skipped
-// with a loud message, and fails under CI=true.
-func pool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	dsn := testenv.PostgresDSN()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	p, err := pgxpool.New(ctx, dsn)
-	if err == nil {
-		err = p.Ping(ctx)
-	}
-	if err != nil {
-		if p != nil {
-			p.Close()
-		}
-		testenv.Unreachable(t, "PostgreSQL", dsn, err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
+// pool connects to the tests' PostgreSQL (pgtest.Pool).
+func pool(t testing.TB) *pgxpool.Pool { return pgtest.Pool(t) }
 
 // newStore gives each test its own table, dropped after.
 func newStore(t *testing.T) *pgstore.Store {

@@ -14,6 +14,7 @@ import (
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
+	"github.com/retryhttp/retryhttp/shared/natstest"
 )
 
 // BenchmarkRelay drains a backlog of 5,000 messages committed while no
@@ -32,7 +33,7 @@ func BenchmarkRelay(b *testing.B) {
 	}
 	b.Run("bare", func(b *testing.B) {
 		for b.Loop() {
-			js := connect(b)
+			js := natstest.JetStream(b)
 			subject, s := stream(b, js, time.Minute)
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -59,7 +60,7 @@ func BenchmarkRelay(b *testing.B) {
 }
 
 func drain(b *testing.B, relays, n int) {
-	js := connect(b)
+	js := natstest.JetStream(b)
 	p := outboxtest.Pool(b)
 	o := outboxtest.New(b, p)
 	subject, s := stream(b, js, time.Minute)

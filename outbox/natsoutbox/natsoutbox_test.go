@@ -25,26 +25,11 @@ import (
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
+	"github.com/retryhttp/retryhttp/shared/natstest"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// connect reaches the tests' NATS with JetStream; without it the test is
-// skipped loudly, and fails under CI=true.
-func connect(t testing.TB) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
-	if err != nil {
-		testenv.Unreachable(t, "NATS", testenv.NATSURL(), err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
 
 // stream makes a stream of the test's own on one subject, deleted when
 // the test ends.
@@ -110,7 +95,7 @@ func onceEach(t *testing.T, got map[string]int, want map[string]bool) {
 // stream's duplicate window drops the second copy and acknowledges it,
 // and the relay records that as delivered.
 func TestPublishedOncePerMessage(t *testing.T) {
-	js := connect(t)
+	js := natstest.JetStream(t)
 	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	subject, s := stream(t, js, time.Minute)
@@ -140,7 +125,7 @@ func TestRelayKilledAfterPublish(t *testing.T) {
 	if os.Getenv("NATSOUTBOX_CHILD") != "" {
 		t.Skip("in the child")
 	}
-	js := connect(t)
+	js := natstest.JetStream(t)
 	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	subject, s := stream(t, js, time.Minute)
@@ -171,7 +156,7 @@ func TestChildRelay(t *testing.T) {
 	if table == "" {
 		t.Skip("run by TestRelayKilledAfterPublish")
 	}
-	js := connect(t)
+	js := natstest.JetStream(t)
 	o, err := outbox.New(outboxtest.Pool(t), table) // the parent's table, which the parent drops
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +179,7 @@ func TestChildRelay(t *testing.T) {
 // (queue/natsjs, keyed by Nats-Msg-Id) runs the second copy as a
 // duplicate: one effect.
 func TestDuplicateWindowOutlived(t *testing.T) {
-	js := connect(t)
+	js := natstest.JetStream(t)
 	subject, s := stream(t, js, 200*time.Millisecond)
 	sender, _ := natsoutbox.New(js)
 	u, _ := url.Parse(natsoutbox.URL(subject))
@@ -248,7 +233,7 @@ func TestDuplicateWindowOutlived(t *testing.T) {
 // A subject no stream takes is retried, the reason recorded; a URL that
 // names no subject is dead at once.
 func TestUndeliverable(t *testing.T) {
-	js := connect(t)
+	js := natstest.JetStream(t)
 	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
 	ctx := context.Background()

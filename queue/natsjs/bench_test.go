@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
+	"github.com/retryhttp/retryhttp/shared/natstest"
 )
 
 // BenchmarkConsume: 5,000 messages in a stream, consumed until each is
@@ -28,7 +29,7 @@ func BenchmarkConsume(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				js := connect(b)
+				js := natstest.JetStream(b)
 				subject, cons := stream(b, js, 30*time.Second)
 				ctx := context.Background()
 				for i := range n {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
@@ -21,27 +20,11 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
+	"github.com/retryhttp/retryhttp/shared/natstest"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// connect reaches RETRYHTTP_TEST_NATS (default the machine's NATS with
-// JetStream); without it the test is skipped loudly, and fails under
-// CI=true.
-func connect(t testing.TB) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(testenv.NATSURL(), nats.Timeout(2*time.Second))
-	if err != nil {
-		testenv.Unreachable(t, "NATS", testenv.NATSURL(), err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
 
 // stream makes a stream and a durable consumer of the test's own, deleted
 // when it ends.
@@ -95,7 +78,7 @@ func (c *counter) get(k natsjs.EventKind) int {
 // redelivered after a backoff), one ack in twenty lost (redelivered after
 // AckWait). Each order's effect happens exactly once.
 func TestExactlyOncePerOrder(t *testing.T) {
-	js := connect(t)
+	js := natstest.JetStream(t)
 	subject, cons := stream(t, js, 300*time.Millisecond)
 	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment", LockTimeout: 3 * time.Second})
 	if err != nil {
@@ -214,7 +197,7 @@ func messages(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
 // A message without a key cannot be deduplicated: it is terminated, and
 // the handler never runs.
 func TestMessageWithoutKeyIsTerminated(t *testing.T) {
-	js := connect(t)
+	js := natstest.JetStream(t)
 	subject, cons := stream(t, js, time.Second)
 	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment"})
 	if err != nil {

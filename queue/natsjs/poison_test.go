@@ -14,6 +14,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
+	"github.com/retryhttp/retryhttp/shared/natstest"
 )
 
 // recorder keeps each event, in order.
@@ -95,7 +96,7 @@ func kinds(events []natsjs.Event) []natsjs.EventKind {
 // recovers, redelivers the message with its backoff and terminates it at
 // MaxDeliveries, and the orders behind it ship.
 func TestPanickingHandlerIsBounded(t *testing.T) {
-	js := connect(t)
+	js := natstest.JetStream(t)
 	subject, cons := stream(t, js, time.Second)
 	rec := &recorder{}
 	var poisonRuns atomic.Int32
@@ -143,7 +144,7 @@ func TestPanickingHandlerIsBounded(t *testing.T) {
 // A handler that knows a message can never succeed returns
 // queue.Permanent: the message is terminated after its first run.
 func TestPermanentFailureIsTerminatedAtOnce(t *testing.T) {
-	js := connect(t)
+	js := natstest.JetStream(t)
 	subject, cons := stream(t, js, time.Second)
 	rec := &recorder{}
 	var runs atomic.Int32
@@ -167,7 +168,7 @@ func TestPermanentFailureIsTerminatedAtOnce(t *testing.T) {
 // that crashed on each) arrives past MaxDeliveries: it is terminated without
 // running the handler again.
 func TestDeliveryPastMaxDeliveriesIsNotRun(t *testing.T) {
-	js := connect(t)
+	js := natstest.JetStream(t)
 	subject, cons := stream(t, js, 200*time.Millisecond)
 	ctx := context.Background()
 	if _, err := js.Publish(ctx, subject, []byte("order-crash")); err != nil {
@@ -206,7 +207,7 @@ func TestDeliveryPastMaxDeliveriesIsNotRun(t *testing.T) {
 // A handler that runs longer than AckWait keeps its message: it is marked
 // in progress while it runs, so JetStream delivers it once.
 func TestLongHandlerKeepsItsMessage(t *testing.T) {
-	js := connect(t)
+	js := natstest.JetStream(t)
 	const ackWait = 200 * time.Millisecond
 	subject, cons := stream(t, js, ackWait)
 	rec := &recorder{}

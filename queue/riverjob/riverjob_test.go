@@ -27,7 +27,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/riverjob"
-	"github.com/retryhttp/retryhttp/shared/testenv"
+	"github.com/retryhttp/retryhttp/shared/pgtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,20 +39,13 @@ var quiet = slog.New(slog.DiscardHandler)
 func riverSchema(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := pgxpool.New(ctx, testenv.PostgresDSN())
-	if err == nil {
-		err = p.Ping(ctx)
-	}
-	if err != nil {
-		testenv.Unreachable(t, "PostgreSQL", testenv.PostgresDSN(), err)
-	}
+	p := pgtest.Pool(t)
 	schema := "river_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	if _, err := p.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		p.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		p.Close()
 	})
 	m, err := rivermigrate.New(riverpgxv5.New(p), &rivermigrate.Config{Schema: schema, Logger: quiet})
 	if err != nil {

@@ -16,30 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retryhttp/retryhttp/outbox"
-	"github.com/retryhttp/retryhttp/shared/testenv"
+	"github.com/retryhttp/retryhttp/shared/pgtest"
 )
 
-// Pool connects to the tests' PostgreSQL (testenv.PostgresDSN), closed
-// when the test ends; an unreachable server skips the test loudly, or
-// fails it under CI=true.
-func Pool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	dsn := testenv.PostgresDSN()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	p, err := pgxpool.New(ctx, dsn)
-	if err == nil {
-		err = p.Ping(ctx)
-	}
-	if err != nil {
-		if p != nil {
-			p.Close()
-		}
-		testenv.Unreachable(t, "PostgreSQL", dsn, err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
+// Pool connects to the tests' PostgreSQL: pgtest.Pool.
+func Pool(t testing.TB) *pgxpool.Pool { return pgtest.Pool(t) }
 
 // Quiet is the relays' logger in tests.
 var Quiet = slog.New(slog.DiscardHandler)
