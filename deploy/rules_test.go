@@ -221,7 +221,7 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	// The middleware, behind a Transport of its own above another: keys
 	// sent twice (replays), reused with another payload (mismatches), and
 	// a stacked retry.
-	mw, err := idempotency.New(idempotency.Options{Metrics: idem, Logger: quiet})
+	mw, err := idempotency.New(idempotency.Options{Hooks: []idempotency.Hook{idem}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func relay(t *testing.T, reg *prometheus.Registry) func() {
 			t.Fatal(err)
 		}
 	}
-	r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box, Metrics: m, PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	r, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box, Hooks: []outbox.Hook{m}, PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -210,7 +210,7 @@ func TestSignals(t *testing.T) {
 	require.NoError(t, err)
 	var c counter
 	fail := true
-	h := newMiddleware(t, Options{Metrics: metrics}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := newMiddleware(t, Options{Hooks: []Hook{metrics}}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if fail {
 			fail = false
 			c.handler(503).ServeHTTP(w, r)
@@ -224,7 +224,7 @@ func TestSignals(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultNew.String())), "new counts stored runs only")
 
 	noScope := func(*http.Request) (string, error) { return "", errors.New("no tenant") }
-	strict := newMiddleware(t, Options{RequireKey: true, Scope: noScope, Metrics: metrics}).Handler(c.handler(201))
+	strict := newMiddleware(t, Options{RequireKey: true, Scope: noScope, Hooks: []Hook{metrics}}).Handler(c.handler(201))
 	assert.Equal(t, 401, call(strict, "POST", "", `{}`, nil).Code, "no identity: 401 before 'missing key'")
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.requests.WithLabelValues(ResultUnauthorized.String())))
 
@@ -263,7 +263,7 @@ func TestMemoryStoreEvictedEarly(t *testing.T) {
 	metrics, _ := NewMetrics(reg)
 	s := mem(t, 2)
 	var c counter
-	h := newMiddleware(t, Options{Store: s, Metrics: metrics}).Handler(c.handler(201))
+	h := newMiddleware(t, Options{Store: s, Hooks: []Hook{metrics}}).Handler(c.handler(201))
 	for i := range 5 {
 		call(h, "POST", fmt.Sprint("k", i), `{}`, nil)
 	}

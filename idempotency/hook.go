@@ -8,9 +8,8 @@ import (
 // Hook observes a Middleware or a Runner, in the shape of retryhttp.Hook's
 // OnEvent: an event for each request (or Runner.Do) with its result, and
 // one for each claim that lapsed under running work. Options.Hooks and
-// RunnerOptions.Hooks take them, told in order (the Middleware's after its
-// Options.Metrics); *Metrics is a Hook too, so a Runner counts by putting
-// it in RunnerOptions.Hooks. OnEvent runs on the request's goroutine (a
+// RunnerOptions.Hooks take them, told in order; *Metrics is a Hook, so the
+// Middleware and the Runner count by putting it in their Hooks. OnEvent runs on the request's goroutine (a
 // lapse, on the claim's timer's) and must not block.
 type Hook interface {
 	OnEvent(ctx context.Context, e Event)

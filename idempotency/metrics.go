@@ -92,8 +92,9 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, err
 }
 
-func (m *Metrics) count(r Result) {
-	if m != nil {
-		m.byResult[r].Inc()
-	}
-}
+// evictionCounter is a hook that counts a MemoryStore's early evictions:
+// New finds it among Options.Hooks, so that the middleware knows no
+// concrete observer type.
+type evictionCounter interface{ earlyEvictions() prometheus.Counter }
+
+func (m *Metrics) earlyEvictions() prometheus.Counter { return m.evictedEarly }

@@ -154,10 +154,9 @@ type Options struct {
 	// response: the handler's own writes and the stored response commit or
 	// roll back together.
 	Transactional bool
-	// Metrics, if set, counts results (see NewMetrics).
-	Metrics *Metrics
 	// Hooks are told of each request's result and of each claim that
-	// lapsed, after Metrics, in order (see Hook).
+	// lapsed, in order (see Hook). Prometheus metrics are one: put a
+	// *Metrics (NewMetrics) here.
 	Hooks []Hook
 	// Logger gets store errors, lost claims and scope errors, never keys.
 	// nil means slog.Default(): a store that fails is not silent.
@@ -219,8 +218,13 @@ func New(opts Options) (*Middleware, error) {
 		}
 		m.tx = tx
 	}
-	if ms, ok := opts.Store.(*MemoryStore); ok && opts.Metrics != nil {
-		ms.countEarlyEvictionsIn(opts.Metrics.evictedEarly)
+	if ms, ok := opts.Store.(*MemoryStore); ok {
+		for _, h := range opts.Hooks {
+			if c, ok := h.(evictionCounter); ok {
+				ms.countEarlyEvictionsIn(c.earlyEvictions())
+				break
+			}
+		}
 	}
 	return m, nil
 }
@@ -393,9 +397,8 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	rec.send()
 }
 
-// result counts r's result and tells the hooks.
+// result tells the hooks of r's result.
 func (m *Middleware) result(r *http.Request, res Result) {
-	m.opts.Metrics.count(res)
 	if len(m.hooks) > 0 {
 		m.emit(r.Context(), Event{Kind: EventResult, Result: res, Method: r.Method, Path: r.URL.Path})
 	}

@@ -81,7 +81,7 @@ func TestMethodsAndKeys(t *testing.T) {
 	metrics, err := NewMetrics(reg)
 	require.NoError(t, err)
 	var c counter
-	h := newMiddleware(t, Options{Metrics: metrics}).Handler(c.handler(201))
+	h := newMiddleware(t, Options{Hooks: []Hook{metrics}}).Handler(c.handler(201))
 
 	for _, m := range []string{"GET", "PUT", "DELETE"} {
 		call(h, m, "k", "", nil)
@@ -222,7 +222,7 @@ func testStoreErrorsFailClosed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics, _ := NewMetrics(reg)
 	var c counter
-	h := newMiddleware(t, Options{Store: failingStore{mem(t), "claim"}, Metrics: metrics}).Handler(c.handler(201))
+	h := newMiddleware(t, Options{Store: failingStore{mem(t), "claim"}, Hooks: []Hook{metrics}}).Handler(c.handler(201))
 	w := call(h, "POST", "k", `{}`, nil)
 	assert.Equal(t, 503, w.Code)
 	assert.Equal(t, "1", w.Header().Get("Retry-After"))
@@ -234,7 +234,7 @@ func testStoreErrorsFailClosed(t *testing.T) {
 	// LockTimeout gets 409, not a second effect.
 	reg2 := prometheus.NewRegistry()
 	metrics2, _ := NewMetrics(reg2)
-	h = newMiddleware(t, Options{Store: failingStore{mem(t), "complete"}, Metrics: metrics2}).Handler(c.handler(201))
+	h = newMiddleware(t, Options{Store: failingStore{mem(t), "complete"}, Hooks: []Hook{metrics2}}).Handler(c.handler(201))
 	assert.Equal(t, 201, call(h, "POST", "k", `{}`, nil).Code)
 	assert.Equal(t, 409, call(h, "POST", "k", `{}`, nil).Code)
 	assert.Equal(t, 1, c.count())
@@ -344,8 +344,8 @@ func TestNewValidates(t *testing.T) {
 	require.NoError(t, err)
 	m2, err := NewMetrics(reg)
 	require.NoError(t, err)
-	m1.count(ResultNew)
-	m2.count(ResultNew)
+	m1.OnEvent(context.Background(), Event{Kind: EventResult, Result: ResultNew})
+	m2.OnEvent(context.Background(), Event{Kind: EventResult, Result: ResultNew})
 	assert.Equal(t, 2.0, testutil.ToFloat64(m1.requests.WithLabelValues(ResultNew.String())))
 }
 

@@ -7,7 +7,7 @@ import (
 
 // Hook observes a Relay, in the shape of retryhttp.Hook's OnEvent: an
 // event for each delivery's outcome. RelayOptions.Hooks takes them, told in
-// order after Metrics; *Metrics is a Hook too. OnEvent runs on the relay's
+// order; *Metrics is one. OnEvent runs on the relay's
 // goroutines and must not block.
 type Hook interface {
 	OnEvent(ctx context.Context, e Event)
@@ -80,10 +80,9 @@ func (m *Metrics) OnEvent(_ context.Context, e Event) {
 	}
 }
 
-// tell reports e to the relay's Metrics, then to its hooks.
+// tell reports e to the relay's hooks.
 func (r *Relay) tell(ctx context.Context, e Event) {
 	e.Table = r.o.Outbox.table
-	r.o.Metrics.OnEvent(ctx, e)
 	for _, h := range r.o.Hooks {
 		h.OnEvent(ctx, e)
 	}

@@ -186,7 +186,7 @@ func TestBackoffAndDeadLetter(t *testing.T) {
 		t.Fatalf("outbox_pending %v, want 2", got)
 	}
 	events := &eventLog{}
-	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Metrics: m, Hooks: []outbox.Hook{events.hook()}, PollInterval: 5 * time.Millisecond,
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Hooks: []outbox.Hook{m, events.hook()}, PollInterval: 5 * time.Millisecond,
 		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 30 * time.Millisecond, Max: 30 * time.Millisecond, Jitter: retryhttp.JitterNone}})
 	outboxtest.Eventually(t, "both dead", func() bool {
 		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead

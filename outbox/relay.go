@@ -66,10 +66,8 @@ type RelayOptions struct {
 	// notification wakes it (retries that came due, a lost notification).
 	// 0 means DefaultPollInterval.
 	PollInterval time.Duration
-	// Metrics, if set, counts deliveries (see NewMetrics). It is the Hook
-	// *Metrics, told before Hooks.
-	Metrics *Metrics
 	// Hooks are told each delivery's outcome, in order (see Hook).
+	// Prometheus metrics are one: put a *Metrics (NewMetrics) here.
 	Hooks []Hook
 	// Logger gets delivery failures and database errors; nil means
 	// slog.Default().
