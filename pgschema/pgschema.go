@@ -18,11 +18,11 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/retryhttp/retryhttp/shared/migrations"
 )
 
 var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
@@ -43,88 +43,29 @@ func base(name string) string {
 }
 
 // Migration is one numbered step of a schema.
-type Migration struct {
-	Version  int
-	Name     string
-	Up, Down string // SQL, with $TABLE and $NAME
-}
+type Migration = migrations.Migration
 
 // Load reads the migrations in fsys: files NNNN_name.up.sql and
 // NNNN_name.down.sql, numbered 1, 2, ... without gaps, each with both.
 func Load(fsys fs.FS) ([]Migration, error) {
-	files, err := fs.Glob(fsys, "*.sql")
+	ms, err := migrations.Load(fsys)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pgschema: %w", err)
 	}
-	byVersion := map[int]*Migration{}
-	for _, f := range files {
-		num, rest, ok := strings.Cut(f, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("pgschema: migration file %q is not NNNN_name.up.sql or .down.sql", f)
-		}
-		name, dir, ok := strings.Cut(strings.TrimSuffix(rest, ".sql"), ".")
-		if !ok || dir != "up" && dir != "down" {
-			return nil, fmt.Errorf("pgschema: migration file %q is not NNNN_name.up.sql or .down.sql", f)
-		}
-		b, err := fs.ReadFile(fsys, f)
-		if err != nil {
-			return nil, err
-		}
-		m := byVersion[v]
-		if m == nil {
-			m = &Migration{Version: v, Name: name}
-			byVersion[v] = m
-		}
-		if dir == "up" {
-			m.Up = string(b)
-		} else {
-			m.Down = string(b)
-		}
-	}
-	out := make([]Migration, 0, len(byVersion))
-	for _, m := range byVersion {
-		out = append(out, *m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	for i, m := range out {
-		switch {
-		case m.Version != i+1:
-			return nil, fmt.Errorf("pgschema: migration %d is missing", i+1)
-		case m.Up == "" || m.Down == "":
-			return nil, fmt.Errorf("pgschema: migration %d needs both an up and a down file", m.Version)
-		}
-	}
-	return out, nil
+	return ms, nil
 }
 
 func expander(table string) func(string) string {
-	return strings.NewReplacer("$TABLE", Quote(table), "$NAME", base(table)).Replace
+	return migrations.Expander(Quote(table), base(table))
 }
 
 // UpSQL is every step's up SQL for table, in order: the whole schema, for
 // those who apply it with their own migration tool.
-func UpSQL(ms []Migration, table string) string {
-	expand := expander(table)
-	var b strings.Builder
-	for _, m := range ms {
-		b.WriteString(expand(m.Up))
-	}
-	return b.String()
-}
+func UpSQL(ms []Migration, table string) string { return migrations.UpSQL(ms, expander(table)) }
 
 // MustLoad is Load of the directory dir of fsys, for migrations embedded
 // in a module, whose tests load them: it panics on an error.
-func MustLoad(fsys fs.FS, dir string) []Migration {
-	sub, err := fs.Sub(fsys, dir)
-	if err == nil {
-		var ms []Migration
-		if ms, err = Load(sub); err == nil {
-			return ms
-		}
-	}
-	panic(err)
-}
+func MustLoad(fsys fs.FS, dir string) []Migration { return migrations.MustLoad(fsys, dir) }
 
 // Beginner is what Migrate runs in: a pool or a connection.
 type Beginner interface {

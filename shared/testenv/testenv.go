@@ -40,6 +40,16 @@ func PostgresDSN() string {
 	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }
 
+// MySQLDSN is the MySQL or MariaDB the tests use, as a go-sql-driver/mysql
+// DSN: RETRYHTTP_TEST_MYSQL, default the local server's test database as
+// root.
+func MySQLDSN() string {
+	if d := os.Getenv("RETRYHTTP_TEST_MYSQL"); d != "" {
+		return d
+	}
+	return "root@tcp(127.0.0.1:3306)/test"
+}
+
 // NATSURL is the NATS with JetStream the tests use: RETRYHTTP_TEST_NATS,
 // default the local server.
 func NATSURL() string {
