@@ -12,6 +12,11 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -21,6 +26,7 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
@@ -33,3 +39,5 @@ replace github.com/retryhttp/retryhttp => ../
 replace github.com/retryhttp/retryhttp/pgschema => ../pgschema
 
 replace github.com/retryhttp/retryhttp/shared => ../shared
+
+replace github.com/retryhttp/retryhttp/mysqlschema => ../mysqlschema

@@ -83,14 +83,11 @@ func (b *backlog) Describe(chan<- *prometheus.Desc) {}
 func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var n int64
-	var oldest float64
-	err := b.o.pool.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-FROM `+quote(b.o.table)+` WHERE status = 'pending'`).Scan(&n, &oldest)
+	n, oldest, err := b.o.db.backlog(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(pendingDesc, fmt.Errorf("outbox: reading the backlog: %w", err))
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), b.o.table)
-	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest, b.o.table)
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest.Seconds(), b.o.table)
 }

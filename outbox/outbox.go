@@ -1,4 +1,5 @@
-// Package outbox is a transactional outbox on PostgreSQL: side effects that
+// Package outbox is a transactional outbox on PostgreSQL (New), or MySQL
+// and MariaDB (NewMySQL): side effects that
 // cannot roll back (an email, an event, a call to a payment gateway) are
 // enqueued as HTTP requests, or as broker messages, in the same
 // transaction as the state change that causes them, and a relay delivers
@@ -14,7 +15,7 @@
 // it, the relay delivers every message at least once, and the receiver's
 // idempotency layer turns "at least once" into "once".
 //
-//	tx, err := pgstore.Tx(r.Context())
+//	tx, err := pgstore.Tx(r.Context()) // or mysqlstore.Tx
 //	... write the order through tx ...
 //	_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: "https://mail.example/send", Body: receipt})
 //
@@ -27,7 +28,8 @@
 // is leased with FOR UPDATE SKIP LOCKED, and a message whose relay died
 // mid-delivery is delivered again, with the same key, when its lease
 // expires. A relay wakes on LISTEN/NOTIFY when a message is committed and
-// polls as a fallback. Nothing starts on import.
+// polls as a fallback; on MySQL, which has no notifications, it polls
+// (see NewMySQL). Nothing starts on import.
 package outbox
 
 import (
@@ -41,8 +43,6 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retryhttp/retryhttp/pgschema"
@@ -63,19 +63,18 @@ type Message struct {
 }
 
 // Querier is what Enqueue writes through: the transaction of the state
-// change (pgx.Tx, from pgstore.Tx in the middleware's transactional mode),
-// or a pool or connection for a message on its own.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
+// change, or a pool or connection for a message on its own. For an Outbox
+// on PostgreSQL (New) it is anything with pgx's Exec: a pgx.Tx (pgstore.Tx
+// in the middleware's transactional mode), a *pgxpool.Pool, a *pgx.Conn.
+// For one on MySQL or MariaDB (NewMySQL) it is anything with
+// database/sql's ExecContext: a *sql.Tx (mysqlstore.Tx), a *sql.DB, a
+// *sql.Conn. Enqueue returns an error for another.
+type Querier any
 
 // Outbox is a table of messages. It is safe for concurrent use.
 type Outbox struct {
-	pool    *pgxpool.Pool
-	table   string // as given, validated
-	channel string // LISTEN/NOTIFY channel
-
-	insert string
+	db    database
+	table string // as given, validated
 }
 
 // DefaultTable is the table New uses when given "".
@@ -103,9 +102,7 @@ func New(pool *pgxpool.Pool, table string) (*Outbox, error) {
 	if !pgschema.ValidName(table) {
 		return nil, fmt.Errorf("outbox: invalid table name %q", table)
 	}
-	o := &Outbox{pool: pool, table: table, channel: strings.ReplaceAll(table, ".", "_") + "_new"}
-	o.insert = `INSERT INTO ` + quote(table) + ` (id, method, url, header, body) VALUES ($1, $2, $3, $4, $5)`
-	return o, nil
+	return &Outbox{db: newPostgres(pool, table), table: table}, nil
 }
 
 // SchemaFor returns the statements that create an outbox table and the
@@ -114,9 +111,10 @@ func New(pool *pgxpool.Pool, table string) (*Outbox, error) {
 func SchemaFor(table string) string { return pgschema.UpSQL(migrations, table) }
 
 // Migrate brings the table to the latest version of its schema (numbered
-// steps, see package pgschema); safe to run from every replica at once.
+// steps, see packages pgschema and mysqlschema); safe to run from every
+// replica at once.
 func (o *Outbox) Migrate(ctx context.Context) error {
-	if _, err := pgschema.Migrate(ctx, o.pool, pgschema.MigrateParams{Table: o.table, Migrations: migrations, Lock: "retryhttp outbox " + o.table}); err != nil {
+	if err := o.db.migrate(ctx, 0, false); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
@@ -125,7 +123,7 @@ func (o *Outbox) Migrate(ctx context.Context) error {
 // MigrateDown reverts the table's schema to version to (0: drops it), for
 // a rollback of this module.
 func (o *Outbox) MigrateDown(ctx context.Context, to int) error {
-	if _, err := pgschema.Migrate(ctx, o.pool, pgschema.MigrateParams{Table: o.table, Migrations: migrations, Lock: "retryhttp outbox " + o.table, To: to, Down: true}); err != nil {
+	if err := o.db.migrate(ctx, to, true); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
@@ -150,11 +148,7 @@ func (o *Outbox) Enqueue(ctx context.Context, db Querier, m Message) (string, er
 		}
 	}
 	id := uuid.NewString()
-	if _, err := db.Exec(ctx, o.insert, id, m.Method, m.URL, header, m.Body); err != nil {
-		return "", fmt.Errorf("outbox: Enqueue: %w", err)
-	}
-	// Delivered to listeners when (and only if) the transaction commits.
-	if _, err := db.Exec(ctx, `SELECT pg_notify($1, '')`, o.channel); err != nil {
+	if err := o.db.insert(ctx, db, id, m, header); err != nil {
 		return "", fmt.Errorf("outbox: Enqueue: %w", err)
 	}
 	return id, nil
@@ -206,22 +200,9 @@ var ErrNotFound = errors.New("outbox: no such message")
 // State returns the state of message id, or an error wrapping
 // ErrNotFound.
 func (o *Outbox) State(ctx context.Context, id string) (State, error) {
-	var s State
-	var last *int32
-	var lastErr *string
-	err := o.pool.QueryRow(ctx, `SELECT status, deliveries, last_status, last_error FROM `+quote(o.table)+` WHERE id = $1`, id).
-		Scan(&s.Status, &s.Deliveries, &last, &lastErr)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return s, fmt.Errorf("outbox: State(%q): %w", id, ErrNotFound)
-	}
+	st, err := o.db.state(ctx, id)
 	if err != nil {
-		return s, fmt.Errorf("outbox: State: %w", err)
+		return st, fmt.Errorf("outbox: State(%q): %w", id, err)
 	}
-	if last != nil {
-		s.LastStatus = int(*last)
-	}
-	if lastErr != nil {
-		s.LastError = *lastErr
-	}
-	return s, nil
+	return st, nil
 }

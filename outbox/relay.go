@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/queue"
 )
@@ -88,8 +86,6 @@ const (
 type Relay struct {
 	o       RelayOptions
 	senders map[string]Sender // by scheme, http and https included
-
-	leaseSQL, delivered, retry, dead string
 }
 
 // NewRelay validates o and returns a Relay.
@@ -163,27 +159,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	}
 	web := httpSender{client: o.Client}
 	senders["http"], senders["https"] = web, web
-	t := quote(o.Outbox.table)
-	return &Relay{
-		o:       o,
-		senders: senders,
-		// Lease a batch: the due messages no other relay holds, their
-		// delivery counted and their due time pushed past the lease, all in
-		// one statement.
-		leaseSQL: `UPDATE ` + t + ` SET next_at = now() + $2 * interval '1 microsecond', deliveries = deliveries + 1
-WHERE id IN (SELECT id FROM ` + t + ` WHERE status = 'pending' AND next_at <= now()
-	ORDER BY next_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-RETURNING id, method, url, header, body, deliveries`,
-		// A batch's deliveries are recorded in one statement: one commit,
-		// one WAL flush, however many messages.
-		delivered: `UPDATE ` + t + ` AS m SET status = 'delivered', delivered_at = now(), last_status = d.code, last_error = NULL
-FROM unnest($1::text[], $2::integer[]) AS d(id, code)
-WHERE m.id = d.id AND m.status = 'pending'`,
-		retry: `UPDATE ` + t + ` SET next_at = now() + $2 * interval '1 microsecond', last_status = $3, last_error = $4
-WHERE id = $1 AND status = 'pending' AND deliveries = $5`,
-		dead: `UPDATE ` + t + ` SET status = 'dead', last_status = $2, last_error = $3
-WHERE id = $1 AND status = 'pending' AND deliveries = $4`,
-	}, nil
+	return &Relay{o: o, senders: senders}, nil
 }
 
 // Run delivers messages until ctx is done, and then returns ctx's error,
@@ -299,7 +275,7 @@ func (r *Relay) recordDelivered(ctx context.Context, done <-chan deliveredMsg) {
 		deadline := time.Now().Add(r.o.Lease)
 		for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 			wctx, cancel := context.WithTimeout(bg, 10*time.Second)
-			_, err := r.o.Outbox.pool.Exec(wctx, r.delivered, ids, codes)
+			err := r.o.Outbox.db.delivered(wctx, ids, codes)
 			cancel()
 			if err == nil {
 				for i, id := range ids {
@@ -318,13 +294,23 @@ func (r *Relay) recordDelivered(ctx context.Context, done <-chan deliveredMsg) {
 	}
 }
 
-// listen wakes the relay when a message is committed. It holds one
-// connection of the pool for LISTEN, and reconnects after an error; while
-// it is down, polling delivers.
+// listen wakes the relay when a message is committed, where the database
+// tells (PostgreSQL's LISTEN/NOTIFY), and reconnects after an error; while
+// it is down, and on a database that does not tell, polling delivers.
 func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		if err := r.listenOnce(ctx, wake); err != nil && ctx.Err() == nil {
+		err := r.o.Outbox.db.listen(ctx, signal)
+		if errors.Is(err, errNoNotifications) {
+			return
+		}
+		if err != nil && ctx.Err() == nil {
 			r.o.Logger.LogAttrs(ctx, slog.LevelWarn, "outbox: LISTEN connection lost; polling until it is back", slog.String("error", err.Error()))
 		}
 		t := time.NewTimer(wait)
@@ -338,30 +324,9 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 	}
 }
 
-func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
-	pc, err := r.o.Outbox.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	conn := pc.Hijack() // LISTEN stays with the connection: never give it back to the pool
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.o.Outbox.channel}.Sanitize()); err != nil {
-		return err
-	}
-	select { // catch up with what was committed before we listened
-	case wake <- struct{}{}:
-	default:
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-}
+// errNoNotifications is a database's listen on a database that cannot
+// tell of commits.
+var errNoNotifications = errors.New("outbox: the database sends no notifications")
 
 // leased is a message this relay holds for one delivery.
 type leased struct {
@@ -373,27 +338,20 @@ type leased struct {
 
 // lease takes up to n due messages for this relay.
 func (r *Relay) lease(ctx context.Context, n int) ([]leased, error) {
-	rows, err := r.o.Outbox.pool.Query(ctx, r.leaseSQL, n, r.o.Lease.Microseconds())
+	batch, err := r.o.Outbox.db.lease(ctx, n, r.o.Lease)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: lease: %w", err)
 	}
-	defer rows.Close()
-	var batch []leased
-	for rows.Next() {
-		var m leased
-		var header []byte
-		if err := rows.Scan(&m.id, &m.method, &m.url, &header, &m.body, &m.deliveries); err != nil {
-			return nil, fmt.Errorf("outbox: lease: %w", err)
-		}
-		if err := json.Unmarshal(header, &m.header); err != nil {
-			m.header = nil // delivered without; the header was written by Enqueue, so this does not happen
-		}
-		batch = append(batch, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: lease: %w", err)
-	}
 	return batch, nil
+}
+
+// parseHeader reads a message's header as Enqueue wrote it.
+func parseHeader(b []byte) http.Header {
+	var h http.Header
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil // delivered without; the header was written by Enqueue, so this does not happen
+	}
+	return h
 }
 
 // deliver sends one message through the Sender of its URL's scheme. It
@@ -447,11 +405,11 @@ func (r *Relay) record(ctx context.Context, m leased, res Result) {
 		if res.Wait <= r.o.MaxRetryAfter {
 			wait = max(wait, res.Wait)
 		}
-		_, err = r.o.Outbox.pool.Exec(ctx, r.retry, m.id, wait.Microseconds(), status, lastErr, m.deliveries)
+		err = r.o.Outbox.db.retry(ctx, failure{m.id, status, lastErr, m.deliveries}, wait)
 		e.Kind = EventRetried
 		r.tell(ctx, e)
 	} else {
-		_, err = r.o.Outbox.pool.Exec(ctx, r.dead, m.id, status, lastErr, m.deliveries)
+		err = r.o.Outbox.db.dead(ctx, failure{m.id, status, lastErr, m.deliveries})
 		e.Kind = EventDead
 		r.tell(ctx, e)
 		r.o.Logger.LogAttrs(ctx, slog.LevelError, "outbox: message is dead", slog.String("id", m.id),
