@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
 	"github.com/retryhttp/retryhttp/queue"
@@ -301,4 +303,62 @@ func TestMySQLMigrations(t *testing.T) {
 	if _, err := outbox.NewMySQL(nil, ""); err == nil {
 		t.Error("nil db accepted")
 	}
+}
+
+// A MariaDB of the test's own is killed with SIGKILL and started again,
+// twice, while four relays drain 300 messages to a receiver behind the
+// idempotency middleware: every message's effect happens once, none is
+// lost (the relays retry their leases and records; a delivery whose
+// record died with the server is delivered again after its lease, with
+// the same key, and the receiver replays it).
+func TestMySQLServerKilledWhileRelaying(t *testing.T) {
+	own := mysqltest.StartServer(t)
+	db := mysqltest.Open(t, own.DSN())
+	o := mysqlOutbox(t, db)
+	mw, err := idempotency.New(idempotency.Options{Logger: outboxtest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	effects := map[string]int{}
+	var requests atomic.Int64
+	handler := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		effects[r.Header.Get("X-Order")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		handler.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	const n = 300
+	for i := range n {
+		if _, err := o.Enqueue(context.Background(), db, outbox.Message{URL: srv.URL, Header: http.Header{"X-Order": {fmt.Sprint(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Batch: 8, Lease: time.Second, PollInterval: 10 * time.Millisecond,
+			Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
+	}
+	for k := range 2 {
+		outboxtest.Eventually(t, "some deliveries", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(effects) >= (k+1)*n/4
+		})
+		own.Kill()
+		own.Start()
+	}
+	outboxtest.Eventually(t, "all delivered", func() bool {
+		var pending int
+		err := db.QueryRow("SELECT COUNT(*) FROM " + o.Table() + " WHERE status <> 'delivered'").Scan(&pending)
+		return err == nil && pending == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("server killed twice while relaying: %d messages, %d requests at the receiver, %d effects", n, requests.Load(), len(effects))
+	onceEach(t, effects, n)
 }

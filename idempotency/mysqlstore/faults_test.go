@@ -10,16 +10,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,102 +23,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/mysqlstore"
 	"github.com/retryhttp/retryhttp/shared/faultproxy"
 	"github.com/retryhttp/retryhttp/shared/mysqltest"
-	"github.com/retryhttp/retryhttp/shared/testenv"
 )
-
-// ownServer is a mariadbd of the test's own.
-type ownServer struct {
-	t    *testing.T
-	dir  string
-	addr string
-	cmd  *exec.Cmd
-}
-
-// startOwnServer installs a data directory and starts mariadbd on a free
-// loopback port. Without mariadbd on the machine the test is skipped
-// loudly (failed under CI=true).
-func startOwnServer(t *testing.T) *ownServer {
-	t.Helper()
-	for _, bin := range []string{"mariadb-install-db", "mariadbd"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			if _, err2 := os.Stat("/usr/sbin/" + bin); err2 != nil {
-				testenv.Unreachable(t, "mariadbd", bin, err)
-			}
-		}
-	}
-	dir := t.TempDir()
-	install := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(dir, "data"),
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--user="+currentUser())
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &ownServer{t: t, dir: dir, addr: ln.Addr().String()}
-	ln.Close()
-	s.start()
-	t.Cleanup(s.kill)
-	db, err := sql.Open("mysql", "root@tcp("+s.addr+")/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec("CREATE DATABASE test"); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func currentUser() string {
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return "root"
-}
-
-func (s *ownServer) dsn() string { return "root@tcp(" + s.addr + ")/test" }
-
-// start runs mariadbd on the data directory and waits until it answers.
-func (s *ownServer) start() {
-	s.t.Helper()
-	_, port, _ := net.SplitHostPort(s.addr)
-	bin := "mariadbd"
-	if _, err := exec.LookPath(bin); err != nil {
-		bin = "/usr/sbin/mariadbd"
-	}
-	log, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer log.Close()
-	s.cmd = exec.Command(bin, "--no-defaults", "--datadir="+filepath.Join(s.dir, "data"), "--port="+port,
-		"--bind-address=127.0.0.1", "--socket="+filepath.Join(s.dir, "sock"), "--user="+currentUser(),
-		"--innodb-buffer-pool-size=32M", "--skip-log-bin", "--max-connections=200")
-	s.cmd.Stdout, s.cmd.Stderr = log, log
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", s.addr); err == nil {
-			c.Close()
-			return
-		}
-	}
-	b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
-	s.t.Fatalf("mariadbd did not start on %s:\n%s", s.addr, b)
-}
-
-// kill stops the server with SIGKILL, by its pid, and waits for it.
-func (s *ownServer) kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	syscall.Kill(s.cmd.Process.Pid, syscall.SIGKILL)
-	s.cmd.Wait()
-	s.cmd = nil
-}
 
 // faultFigures are what a run under faults shows.
 type faultFigures struct {
@@ -229,14 +129,14 @@ func runOrders(t *testing.T, db *sql.DB, orders int, fault func()) faultFigures 
 // The server killed with SIGKILL and started again, twice, while orders
 // are posted: every order is charged once and answered 201.
 func TestServerKilledUnderLoad(t *testing.T) {
-	own := startOwnServer(t)
-	db := mysqltest.Open(t, own.dsn())
+	own := mysqltest.StartServer(t)
+	db := mysqltest.Open(t, own.DSN())
 	db.SetMaxOpenConns(40)
 	f := runOrders(t, db, 600, func() {
 		for range 2 {
 			time.Sleep(150 * time.Millisecond)
-			own.kill()
-			own.start()
+			own.Kill()
+			own.Start()
 		}
 	})
 	t.Logf("server killed twice: %d orders, %d attempts, %d lost, %d charged twice", f.orders, f.attempts, f.lost, f.doubles)
@@ -251,9 +151,9 @@ func TestServerKilledUnderLoad(t *testing.T) {
 // Every connection cut through the proxy, three times, while orders are
 // posted: every order is charged once and answered 201.
 func TestConnectionsCutUnderLoad(t *testing.T) {
-	own := startOwnServer(t)
-	proxy := faultproxy.Start(t, own.addr)
-	db := mysqltest.Open(t, strings.Replace(own.dsn(), own.addr, proxy.Addr(), 1))
+	own := mysqltest.StartServer(t)
+	proxy := faultproxy.Start(t, own.Addr)
+	db := mysqltest.Open(t, strings.Replace(own.DSN(), own.Addr, proxy.Addr(), 1))
 	db.SetMaxOpenConns(40)
 	f := runOrders(t, db, 600, func() {
 		for range 3 {
