@@ -6,6 +6,7 @@ replace github.com/retryhttp/retryhttp => ../
 
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.24.0
@@ -14,9 +15,11 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
@@ -34,6 +37,7 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/retryhttp/retryhttp/idempotency/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/idempotency/redisstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000
@@ -48,3 +52,7 @@ replace github.com/retryhttp/retryhttp/idempotency/redisstore => ../idempotency/
 replace github.com/retryhttp/retryhttp/pgschema => ../pgschema
 
 replace github.com/retryhttp/retryhttp/shared => ../shared
+
+replace github.com/retryhttp/retryhttp/idempotency/mysqlstore => ../idempotency/mysqlstore
+
+replace github.com/retryhttp/retryhttp/mysqlschema => ../mysqlschema

@@ -43,15 +43,15 @@ var response = func() []byte {
 
 // storeNames are the stores serverbench measures, in the order it names
 // them.
-var storeNames = []string{"memory", "redis", "rediscluster", "rediscluster+wait", "postgres"}
+var storeNames = []string{"memory", "redis", "rediscluster", "rediscluster+wait", "postgres", "mysql"}
 
 // where says where to find each store: redis is an address,
 // rediscluster the seed addresses of a cluster (comma-separated),
-// postgres a DSN. A child process of a fleet shares the stores its
+// postgres and mysql DSNs. A child process of a fleet shares the stores its
 // parent set up, and leaves them as they are when it ends.
 type where struct {
-	redis, cluster, postgres string
-	child                    bool
+	redis, cluster, postgres, mysql string
+	child                           bool
 }
 
 func newBackend(ctx context.Context, name string, at where, conns int) (*backend, error) {
@@ -72,6 +72,8 @@ func newBackend(ctx context.Context, name string, at where, conns int) (*backend
 		return redisBackend(ctx, name, c, o)
 	case "postgres":
 		return postgresBackend(ctx, at.postgres, conns, at.child)
+	case "mysql":
+		return mysqlBackend(ctx, at.mysql, conns, at.child)
 	}
 	return nil, fmt.Errorf("unknown store %q (%s)", name, strings.Join(storeNames, ", "))
 }

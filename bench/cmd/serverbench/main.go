@@ -27,7 +27,9 @@
 // and a change that adds one shows there.
 //
 // Stores: memory, redis (the -redis address), postgres (the -postgres
-// DSN), and rediscluster and rediscluster+wait on the Redis Cluster named
+// DSN), mysql (the -mysql DSN: MySQL or MariaDB; its replay is two round
+// trips, a refused INSERT and a read, where PostgreSQL's is one: see
+// mysqlstore), and rediscluster and rediscluster+wait on the Redis Cluster named
 // by -redis-cluster; "-redis-cluster own" starts one of serverbench's own
 // (6 redis-servers, 3 masters with a replica each, on free ports, stopped
 // at the end). rediscluster+wait is the store with
@@ -68,6 +70,7 @@ func serverbench() int {
 	keys := flag.Int("keys", 1000, "stored keys the replays cycle through")
 	redisAddr := flag.String("redis", testenv.RedisAddr(), "Redis address (default: the tests' RETRYHTTP_TEST_REDIS)")
 	pgDSN := flag.String("postgres", testenv.PostgresDSN(), "PostgreSQL DSN (default: the tests' RETRYHTTP_TEST_POSTGRES)")
+	myDSN := flag.String("mysql", testenv.MySQLDSN(), "MySQL or MariaDB DSN, go-sql-driver's form (default: the tests' RETRYHTTP_TEST_MYSQL)")
 	cluster := flag.String("redis-cluster", "", `the Redis Cluster's seed addresses, comma-separated, or "own" for one serverbench starts`)
 	procs := flag.Int("procs", 1, "middleware processes measured at once on each store")
 	conns := flag.Int("conns", 0, "each process's store connections (default: 64, or twice the highest -conc; in a fleet at most 80 over all processes, under PostgreSQL's default max_connections)")
@@ -100,7 +103,7 @@ func serverbench() int {
 		}
 	}
 	ctx := context.Background()
-	at := where{redis: *redisAddr, cluster: *cluster, postgres: *pgDSN, child: *isChild}
+	at := where{redis: *redisAddr, cluster: *cluster, postgres: *pgDSN, mysql: *myDSN, child: *isChild}
 	if *isChild {
 		if err := child(ctx, *stores, at, *keys, *conns); err != nil {
 			fmt.Fprintln(os.Stderr, "serverbench -child:", err)
