@@ -15,7 +15,10 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5
 )
 
-require github.com/jackc/pgx/v5 v5.13.0 // indirect
+require (
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
+)
 
 require (
 	cloud.google.com/go/auth v0.20.0 // indirect
@@ -233,3 +236,5 @@ replace (
 )
 
 replace github.com/retryhttp/retryhttp/shared => ../shared
+
+replace github.com/retryhttp/retryhttp/mysqlschema => ../mysqlschema

@@ -7,6 +7,7 @@ package docs
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
 	pgx "github.com/jackc/pgx/v5"
@@ -17,6 +18,7 @@ import (
 	redis "github.com/redis/go-redis/v9"
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/idempotency/mysqlstore"
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/outbox"
@@ -85,7 +87,7 @@ func readme2_0() {
 	var redisClient *redis.Client
 	var mux *http.ServeMux
 	var createCharge http.Handler
-	store, err := redisstore.New(redisClient, redisstore.Options{}) // refuses a Redis that can evict records; or pgstore.New(pool, "")
+	store, err := redisstore.New(redisClient, redisstore.Options{}) // refuses a Redis that can evict records; or pgstore.New(pool, ""), mysqlstore.New(db, "")
 	if err != nil {
 	}
 	mw, err := idempotency.New(idempotency.Options{Store: store}) // Retention 24 h, LockTimeout 10 s, StoreTimeout 2 s
@@ -376,5 +378,33 @@ func server1_0() {
 	_ = createCharge
 	_ = store
 	_ = err
+	_ = mw
+}
+
+// server.md, block 2
+func server2_0() {
+	var mux *http.ServeMux
+	var ctx context.Context
+	db, err := sql.Open("mysql", "app@tcp(127.0.0.1:3306)/shop?interpolateParams=true") // import _ "github.com/go-sql-driver/mysql"
+	store, err := mysqlstore.New(db, "")                                                // table idempotency_keys
+	err = store.Migrate(ctx)                                                            // safe from every replica at once
+	box, err := outbox.NewMySQL(db, "")                                                 // table retryhttp_outbox
+	err = box.Migrate(ctx)
+	mw, err := idempotency.New(idempotency.Options{Store: store, Transactional: true})
+	mux.Handle("POST /orders", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx, err := mysqlstore.Tx(r.Context()) // commits with the stored response, or not at all
+		if err != nil {
+		}
+		_, err = tx.ExecContext(r.Context(), "INSERT INTO orders (id) VALUES (?)", r.FormValue("id"))
+		_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: "https://mail.example/send"})
+		w.WriteHeader(http.StatusCreated)
+	})))
+	go store.Sweep(ctx) // from a ticker: expired records, 1,000 a statement
+	_ = mux
+	_ = ctx
+	_ = db
+	_ = err
+	_ = store
+	_ = box
 	_ = mw
 }

@@ -44,6 +44,8 @@ var imports = map[string]string{
 	"retryhttptest": "github.com/retryhttp/retryhttp/retryhttptest",
 	"redisstore":    "github.com/retryhttp/retryhttp/idempotency/redisstore",
 	"pgstore":       "github.com/retryhttp/retryhttp/idempotency/pgstore",
+	"mysqlstore":    "github.com/retryhttp/retryhttp/idempotency/mysqlstore",
+	"sql":           "database/sql",
 	"outbox":        "github.com/retryhttp/retryhttp/outbox",
 	"natsjs":        "github.com/retryhttp/retryhttp/queue/natsjs",
 	"jetstream":     "github.com/nats-io/nats.go/jetstream",

@@ -30,7 +30,9 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
+	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.49.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
@@ -49,3 +51,7 @@ replace (
 )
 
 replace github.com/retryhttp/retryhttp/pgschema => ../../pgschema
+
+replace github.com/retryhttp/retryhttp/mysqlschema => ../../mysqlschema
+
+replace github.com/retryhttp/retryhttp/shared => ../../shared

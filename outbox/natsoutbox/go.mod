@@ -12,6 +12,8 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -43,3 +45,5 @@ replace (
 )
 
 replace github.com/retryhttp/retryhttp/shared => ../../shared
+
+replace github.com/retryhttp/retryhttp/mysqlschema => ../../mysqlschema

@@ -11,7 +11,10 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require github.com/jackc/pgx/v5 v5.13.0 // indirect
+require (
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -41,3 +44,5 @@ replace (
 )
 
 replace github.com/retryhttp/retryhttp/shared => ../../shared
+
+replace github.com/retryhttp/retryhttp/mysqlschema => ../../mysqlschema
