@@ -326,7 +326,7 @@ func (hc *hostCircuit) allow() (circuit.Ticket, error) {
 }
 
 // report tells the circuit an attempt's outcome, admitted with its
-// ticket. A success is counted at a.at, the time the attempt was sent, which the
+// ticket. A success is counted at a.sentAt(), the time the attempt was sent, which the
 // caller has read already; anything else at now, the time it ended, read
 // only then. A success that took longer than the window is no longer
 // counted, which can only lower the ratio's denominator by the slowest
@@ -334,7 +334,7 @@ func (hc *hostCircuit) allow() (circuit.Ticket, error) {
 func (hc *hostCircuit) report(a *sentAttempt) {
 	o := breakerOutcome(a.req, a.resp, a.err)
 	if o == circuit.Success {
-		hc.c.Report(a.ticket, o, func() time.Time { return a.at })
+		hc.c.Report(a.ticket, o, a.sentAt)
 		return
 	}
 	hc.c.Report(a.ticket, o, a.ended)

@@ -55,6 +55,10 @@ type Event struct {
 	Wait time.Duration
 	// GiveUp is ReasonNone when a retry follows; otherwise why none does.
 	GiveUp Reason
+	// replay is whether Response is a replay (Idempotent-Replayed), as the
+	// Transport read it once for an EventDone: replayUnknown in an Event
+	// built elsewhere, which the observers read from Response.
+	replay replayState
 
 	// Signal is the signal label of retryhttp_stacked_retries_total, for
 	// EventStacked: "retryhttp", "idempotency_key", "operation",

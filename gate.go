@@ -22,11 +22,11 @@ type gate struct {
 	k        float64       // the Throttle's K, its default resolved by the lookup
 }
 
-// allow admits an attempt about to be sent at at, or names the brake that
-// refused it.
-func (g *gate) allow(at time.Time) (circuit.Ticket, Reason, error) {
+// allow admits an attempt about to be sent at sent (on mono's clock), or
+// names the brake that refused it.
+func (g *gate) allow(sent time.Duration) (circuit.Ticket, Reason, error) {
 	if g.throttle != nil {
-		if err := g.throttle.allow(g.k, at, rand.Float64); err != nil {
+		if err := g.throttle.allow(g.k, monoBase.Add(sent), rand.Float64); err != nil {
 			return circuit.Ticket{}, ReasonThrottled, err
 		}
 	}
@@ -63,10 +63,15 @@ type sentAttempt struct {
 	req    *http.Request
 	resp   *http.Response
 	err    error
-	at     time.Time
+	sent   time.Duration // when it was sent, on mono's clock
 	clock  onceClock
 	now    func() time.Time // nil: clock; a test's own clock otherwise
 }
+
+// sentAt is when the attempt was sent, as a time: converted only for
+// the brakes that read it (a time.Time is dearer to make than mono's
+// reading).
+func (a *sentAttempt) sentAt() time.Time { return monoBase.Add(a.sent) }
 
 // ended returns when the attempt ended.
 func (a *sentAttempt) ended() time.Time {

@@ -300,7 +300,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 			if err != nil {
 				continue // the copy cannot be made (GetBody, BeforeAttempt): the others run on
 			}
-			tk, refused, _ := r.gate.allow(clockNow())
+			tk, refused, _ := r.gate.allow(mono())
 			if refused != ReasonNone {
 				closeRequestBody(areq)
 				continue
@@ -335,7 +335,7 @@ type raceParams struct {
 // latencies (a cancelled copy teaches nothing: the Breaker excludes it,
 // the Throttle skips it, and its time is not a latency).
 func (r *raceParams) observe(c *copyResult) {
-	r.gate.report(r.rules, &sentAttempt{ticket: c.ticket, req: c.sreq, resp: c.resp, err: c.err, at: monoBase.Add(c.sent)})
+	r.gate.report(r.rules, &sentAttempt{ticket: c.ticket, req: c.sreq, resp: c.resp, err: c.err, sent: c.sent})
 	if c.err == nil {
 		r.lat.record(c.took)
 	}

@@ -24,7 +24,7 @@ func (m *Metrics) OnEvent(_ context.Context, e Event) {
 		m.retry(e.Request.URL, e.Trigger, e.Wait)
 	case EventDone:
 		m.request(&e)
-		if replayed(e.Response) {
+		if e.isReplay() {
 			m.replayed.Inc()
 		}
 	case EventStacked:
@@ -77,6 +77,24 @@ func orDefault(l *slog.Logger) *slog.Logger {
 	return slog.Default()
 }
 
+// replayState is Event.replay.
+type replayState uint8
+
+const (
+	replayUnknown replayState = iota
+	replayNo
+	replayYes
+)
+
+// isReplay reports whether e's response is a replay, read once by the
+// Transport or, in an Event built elsewhere, from the response.
+func (e *Event) isReplay() bool {
+	if e.replay == replayUnknown {
+		return replayed(e.Response)
+	}
+	return e.replay == replayYes
+}
+
 // replayed reports whether resp is a stored answer the server's
 // idempotency layer replayed.
 func replayed(resp *http.Response) bool {
@@ -105,7 +123,7 @@ func logEvent(ctx context.Context, logger *slog.Logger, warned *atomic.Uint32, e
 		logger.LogAttrs(ctx, slog.LevelWarn, stackedSignals[s].warning, slog.String("signal", e.Signal))
 		return
 	case EventDone:
-		if replayed(e.Response) && logger.Enabled(ctx, slog.LevelDebug) {
+		if e.isReplay() && logger.Enabled(ctx, slog.LevelDebug) {
 			attrs := []slog.Attr{slog.String("method", valueOrGET(e.Request.Method)), slog.String("host", e.Request.URL.Host),
 				slog.String("path", e.Request.URL.Path), slog.Int("status", e.Response.StatusCode)}
 			if k, _ := wire.Key(e.Request.Header); k != "" {

@@ -204,7 +204,7 @@ func (h *hostThrottle) allow(k float64, now time.Time, draw func() float64) erro
 }
 
 // report counts the outcome of an attempt allow let through: a response
-// below 400 at a.at, the time the attempt was sent, which the caller has
+// below 400 at a.sentAt(), the time the attempt was sent, which the caller has
 // read already; anything else at now, the time it ended, read only then
 // (as the Breaker counts).
 func (h *hostThrottle) report(r *rules, a *sentAttempt) {
@@ -214,7 +214,7 @@ func (h *hostThrottle) report(r *rules, a *sentAttempt) {
 	case a.err != nil:
 		h.h.Count(false, a.ended())
 	case a.resp.StatusCode < 400:
-		h.h.Count(true, a.at)
+		h.h.Count(true, a.sentAt())
 	default:
 		at := a.ended()
 		h.h.Count(r.accepted(a.resp, at), at)

@@ -355,8 +355,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			}
 			return t.finish(x, ending{nil, err, attempt - 1, ReasonBeforeAttempt})
 		}
-		attemptAt := monoBase.Add(lastRead) // this attempt's send time, near enough for the windows
-		ticket, refused, err := x.gate.allow(attemptAt)
+		ticket, refused, err := x.gate.allow(lastRead) // lastRead: this attempt's send time, near enough for the windows
 		if refused != ReasonNone {
 			closeRequestBody(areq)
 			return t.cannotSend(x, &Event{Request: areq, Attempt: attempt - 1, Response: last, Err: err, GiveUp: refused})
@@ -379,7 +378,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			}
 			resp, err = send(x.via, sreq, x.p.AttemptTimeout, x.p.ExchangeTimeout)
 			if x.gate.perHost() { // a success is counted at its send time, no clock read
-				x.gate.report(&x.judge, &sentAttempt{ticket: ticket, req: areq, resp: resp, err: err, at: attemptAt})
+				x.gate.report(&x.judge, &sentAttempt{ticket: ticket, req: areq, resp: resp, err: err, sent: lastRead})
 			}
 			if x.hedge != nil && err == nil {
 				x.hedge.lat.record(mono() - sentAt)
@@ -543,9 +542,13 @@ type ending struct {
 // retry it again; one that sends once leaves the retrying to the layer
 // above.
 func (t *Transport) finish(x *exchange, o ending) (*http.Response, error) {
-	if t.hooks.Load() != nil || replayed(o.resp) { // the observers of EventDone; the logs, of a replay
+	replay := replayNo
+	if replayed(o.resp) {
+		replay = replayYes
+	}
+	if t.hooks.Load() != nil || replay == replayYes { // the observers of EventDone; the logs, of a replay
 		t.tell(x.ctx, &Event{Kind: EventDone, Request: x.req, Attempt: o.attempts, Response: o.resp, Err: o.err, GiveUp: o.reason,
-			Outcome: outcomeOf(o.resp, o.err, o.reason)})
+			Outcome: outcomeOf(o.resp, o.err, o.reason), replay: replay})
 	}
 	retried := x.p.MaxAttempts > 1
 	if o.err != nil {
@@ -578,7 +581,7 @@ func (t *Transport) event(ctx context.Context, e *Event) {
 
 // tell reports e to the Logger, then to the hooks.
 func (t *Transport) tell(ctx context.Context, e *Event) {
-	if e.Kind != EventDone || replayed(e.Response) { // of a RoundTrip's end, the logs tell only a replay
+	if e.Kind != EventDone || e.isReplay() { // of a RoundTrip's end, the logs tell only a replay
 		logEvent(ctx, orDefault(t.Logger), &t.stackWarned, *e)
 	}
 	if hs := t.hooks.Load(); hs != nil {
