@@ -411,7 +411,7 @@ func TestBreakerCountsWhen(t *testing.T) {
 	report := func(resp *http.Response, err error) (clockReads int) {
 		tk, aerr := hc.allow()
 		require.NoError(t, aerr)
-		hc.report(&sentAttempt{ticket: tk, req: req, resp: resp, err: err, sent: sent.Sub(monoBase), now: func() time.Time { clockReads++; return ended }})
+		hc.report(&sentAttempt{ticket: tk, req: req, resp: resp, err: err, sent: sent.Sub(monoBase), at: sent, now: func() time.Time { clockReads++; return ended }})
 		return clockReads
 	}
 	assert.Equal(t, 0, report(&http.Response{StatusCode: 200, Body: http.NoBody}, nil), "a success reads no clock")

@@ -22,11 +22,11 @@ type gate struct {
 	k        float64       // the Throttle's K, its default resolved by the lookup
 }
 
-// allow admits an attempt about to be sent at sent (on mono's clock), or
-// names the brake that refused it.
-func (g *gate) allow(sent time.Duration) (circuit.Ticket, Reason, error) {
+// allow admits an attempt about to be sent at at, or names the brake
+// that refused it. at is read only by the Throttle (see readsTime).
+func (g *gate) allow(at time.Time) (circuit.Ticket, Reason, error) {
 	if g.throttle != nil {
-		if err := g.throttle.allow(g.k, monoBase.Add(sent), rand.Float64); err != nil {
+		if err := g.throttle.allow(g.k, at, rand.Float64); err != nil {
 			return circuit.Ticket{}, ReasonThrottled, err
 		}
 	}
@@ -51,6 +51,9 @@ func (g *gate) report(r *rules, a *sentAttempt) {
 	}
 }
 
+// readsTime reports whether allow reads the send time it is given.
+func (g *gate) readsTime() bool { return g.throttle != nil }
+
 // perHost reports whether a brake may refuse the next attempt to the host.
 func (g *gate) perHost() bool { return g.circuit != nil || g.throttle != nil }
 
@@ -64,14 +67,20 @@ type sentAttempt struct {
 	resp   *http.Response
 	err    error
 	sent   time.Duration // when it was sent, on mono's clock
+	at     time.Time     // the same as a time, if the caller made one (a Throttle reads it); zero otherwise
 	clock  onceClock
 	now    func() time.Time // nil: clock; a test's own clock otherwise
 }
 
-// sentAt is when the attempt was sent, as a time: converted only for
-// the brakes that read it (a time.Time is dearer to make than mono's
-// reading).
-func (a *sentAttempt) sentAt() time.Time { return monoBase.Add(a.sent) }
+// sentAt is when the attempt was sent, as a time: made from mono's
+// reading only where no caller made it (a time.Time is dearer to make
+// than the reading, and the Breaker's common case reads none).
+func (a *sentAttempt) sentAt() time.Time {
+	if a.at.IsZero() {
+		return monoBase.Add(a.sent)
+	}
+	return a.at
+}
 
 // ended returns when the attempt ended.
 func (a *sentAttempt) ended() time.Time {

@@ -300,7 +300,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 			if err != nil {
 				continue // the copy cannot be made (GetBody, BeforeAttempt): the others run on
 			}
-			tk, refused, _ := r.gate.allow(mono())
+			tk, refused, _ := r.gate.allow(clockNow())
 			if refused != ReasonNone {
 				closeRequestBody(areq)
 				continue

@@ -141,10 +141,10 @@ func TestThrottleWhatCounts(t *testing.T) {
 	req := newReq(t, "GET", "", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	h.report(&judge, &sentAttempt{req: req.WithContext(ctx), err: context.Canceled, sent: now.Sub(monoBase), now: func() time.Time { return now }})
+	h.report(&judge, &sentAttempt{req: req.WithContext(ctx), err: context.Canceled, sent: now.Sub(monoBase), at: now, now: func() time.Time { return now }})
 	assert.False(t, h.h.Rejecting(), "a cancellation is not counted")
 	assert.Equal(t, 0.0, h.h.Probability(1, now))
-	h.report(&judge, &sentAttempt{req: req, err: errReset, sent: now.Sub(monoBase), now: func() time.Time { return now }})
+	h.report(&judge, &sentAttempt{req: req, err: errReset, sent: now.Sub(monoBase), at: now, now: func() time.Time { return now }})
 	assert.True(t, h.h.Rejecting(), "a network error is a rejection")
 	assert.InDelta(t, 0.5, h.h.Probability(1, now), 1e-9, "(1 − 0) / (1 + 1)")
 }

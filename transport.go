@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/circuit"
 	"github.com/retryhttp/retryhttp/internal/opkey"
 	"github.com/retryhttp/retryhttp/internal/wire"
 )
@@ -355,10 +356,17 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			}
 			return t.finish(x, ending{nil, err, attempt - 1, ReasonBeforeAttempt})
 		}
-		ticket, refused, err := x.gate.allow(lastRead) // lastRead: this attempt's send time, near enough for the windows
-		if refused != ReasonNone {
-			closeRequestBody(areq)
-			return t.cannotSend(x, &Event{Request: areq, Attempt: attempt - 1, Response: last, Err: err, GiveUp: refused})
+		var at time.Time // this attempt's send time, near enough for the windows, made only for a brake that reads it
+		var ticket circuit.Ticket
+		if x.gate.perHost() {
+			if x.gate.readsTime() {
+				at = monoBase.Add(lastRead)
+			}
+			var refused Reason
+			if ticket, refused, err = x.gate.allow(at); refused != ReasonNone {
+				closeRequestBody(areq)
+				return t.cannotSend(x, &Event{Request: areq, Attempt: attempt - 1, Response: last, Err: err, GiveUp: refused})
+			}
 		}
 		if last != nil {
 			discard(last)
@@ -378,7 +386,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			}
 			resp, err = send(x.via, sreq, x.p.AttemptTimeout, x.p.ExchangeTimeout)
 			if x.gate.perHost() { // a success is counted at its send time, no clock read
-				x.gate.report(&x.judge, &sentAttempt{ticket: ticket, req: areq, resp: resp, err: err, sent: lastRead})
+				x.gate.report(&x.judge, &sentAttempt{ticket: ticket, req: areq, resp: resp, err: err, sent: lastRead, at: at})
 			}
 			if x.hedge != nil && err == nil {
 				x.hedge.lat.record(mono() - sentAt)
@@ -593,7 +601,7 @@ func (t *Transport) tell(ctx context.Context, e *Event) {
 // when there are none, so that a Transport without hooks pays one atomic
 // load for them.
 func (t *Transport) hookSet() *hookSet {
-	if hs := t.hooks.Load(); hs != nil {
+	if hs := t.hooks.Load(); hs != nil || len(t.Hooks) == 0 {
 		return hs
 	}
 	return t.firstHooks()

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,9 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
@@ -59,167 +56,40 @@ func mysqlNotDelivered(t *testing.T, db *sql.DB, o *outbox.Outbox) int {
 	return n
 }
 
-// A message exists if and only if its transaction commits, and is
-// delivered with its ID as Idempotency-Key, method, header and body kept.
-func TestMySQLCommittedMessagesAreDelivered(t *testing.T) {
-	db := mysqltest.DB(t)
-	o := mysqlOutbox(t, db)
-	rc := &receiver{}
-	srv := httptest.NewServer(rc)
-	defer srv.Close()
+// The outbox's semantics on MySQL, as on PostgreSQL: a message exists if
+// and only if its transaction commits and is delivered with its ID as
+// key; failures back off, then die; the backlog gauges read the table;
+// concurrent relays deliver each message once (FOR UPDATE SKIP LOCKED).
+func TestMySQL(t *testing.T) {
 	ctx := context.Background()
-
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := o.Enqueue(ctx, tx, outbox.Message{Method: "PUT", URL: srv.URL + "/mail", Header: http.Header{"X-Kind": {"receipt"}}, Body: []byte(`{"order":1}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx, _ = db.BeginTx(ctx, nil)
-	if _, err := o.Enqueue(ctx, tx, outbox.Message{URL: srv.URL + "/rolled-back"}); err != nil {
-		t.Fatal(err)
-	}
-	tx.Rollback()
-
-	events := &eventLog{}
-	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Hooks: []outbox.Hook{events.hook()}})
-	outboxtest.Eventually(t, "delivery", func() bool { return state(t, o, id).Status == outbox.Delivered })
-	time.Sleep(100 * time.Millisecond)
-	if got := events.list(); !slices.Equal(got, []string{"delivered " + id + " 200 0"}) {
-		t.Errorf("hook events %q, want the one delivery", got)
-	}
-	if rc.count() != 1 {
-		t.Fatalf("%d deliveries, want 1 (the rolled-back message does not exist)", rc.count())
-	}
-	r := rc.reqs[0]
-	if r.Method != "PUT" || r.URL.Path != "/mail" || r.Header.Get("X-Kind") != "receipt" || rc.bodies[0] != `{"order":1}` {
-		t.Fatalf("delivered %s %s %v %q", r.Method, r.URL.Path, r.Header, rc.bodies[0])
-	}
-	if got := r.Header.Get("Idempotency-Key"); got != id {
-		t.Fatalf("Idempotency-Key %q, want the message ID %q", got, id)
-	}
-	if s := state(t, o, id); s.Deliveries != 1 || s.LastStatus != 200 || s.LastError != "" {
-		t.Fatalf("state %+v, want delivered once with 200", s)
-	}
-	// Written through something that is not database/sql's: a clear error.
-	if _, err := o.Enqueue(ctx, struct{}{}, outbox.Message{URL: srv.URL}); err == nil || !strings.Contains(err.Error(), "*sql.Tx") {
-		t.Fatalf("Enqueue through a struct{}: %v, want an error naming what it takes", err)
-	}
-	if _, err := o.State(ctx, "no-such-id"); !errors.Is(err, outbox.ErrNotFound) {
-		t.Fatalf("State of an unknown ID: %v, want ErrNotFound", err)
-	}
-}
-
-// Failures are retried with the relay's Backoff, then the message is
-// dead; a refusal for good is dead at once. The metrics and the hooks
-// count each.
-func TestMySQLBackoffAndDeadLetter(t *testing.T) {
-	db := mysqltest.DB(t)
-	o := mysqlOutbox(t, db)
-	reg := prometheus.NewRegistry()
-	m, err := outbox.NewMetrics(reg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := &receiver{status: func(int) int { return 503 }}
-	bad := &receiver{status: func(int) int { return 422 }}
-	srvDown, srvBad := httptest.NewServer(down), httptest.NewServer(bad)
-	defer srvDown.Close()
-	defer srvBad.Close()
-	ctx := context.Background()
-	idDown, _ := o.Enqueue(ctx, db, outbox.Message{URL: srvDown.URL})
-	idBad, _ := o.Enqueue(ctx, db, outbox.Message{URL: srvBad.URL})
-	if got := gauge(t, reg, "outbox_pending"); got != 2 {
-		t.Fatalf("outbox_pending %v, want 2", got)
-	}
-	events := &eventLog{}
-	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Hooks: []outbox.Hook{m, events.hook()}, PollInterval: 5 * time.Millisecond,
-		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 30 * time.Millisecond, Max: 30 * time.Millisecond, Jitter: retryhttp.JitterNone}})
-	outboxtest.Eventually(t, "both dead", func() bool {
-		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead
+	t.Run("committed messages are delivered", func(t *testing.T) {
+		db := mysqltest.DB(t)
+		testCommittedMessagesAreDelivered(t, mysqlOutbox(t, db), db, func() (outbox.Querier, func() error, func()) {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tx, tx.Commit, func() { tx.Rollback() }
+		})
 	})
-	if s := state(t, o, idDown); s.Deliveries != 3 || s.LastStatus != 503 || down.count() != 3 {
-		t.Fatalf("the 503 message: %+v after %d requests; want dead after 3", s, down.count())
-	}
-	if s := state(t, o, idBad); s.Deliveries != 1 || s.LastStatus != 422 {
-		t.Fatalf("the 422 message: %+v; want dead after 1", s)
-	}
-	for i := 1; i < len(down.at); i++ {
-		if gap := down.at[i].Sub(down.at[i-1]); gap < 30*time.Millisecond {
-			t.Errorf("delivery %d came %v after the one before, want the 30 ms backoff", i+1, gap)
+	t.Run("backoff and dead letter", func(t *testing.T) {
+		db := mysqltest.DB(t)
+		testBackoffAndDeadLetter(t, mysqlOutbox(t, db), db)
+	})
+	t.Run("backlog metrics", func(t *testing.T) {
+		db := mysqltest.DB(t)
+		testBacklogMetrics(t, mysqlOutbox(t, db), db)
+	})
+	t.Run("concurrent relays", func(t *testing.T) {
+		db := mysqltest.DB(t)
+		o := mysqlOutbox(t, db)
+		testConcurrentRelays(t, o, db, func() int { return mysqlNotDelivered(t, db, o) })
+	})
+	t.Run("state of an unknown ID", func(t *testing.T) {
+		if _, err := mysqlOutbox(t, mysqltest.DB(t)).State(ctx, "no-such-id"); !errors.Is(err, outbox.ErrNotFound) {
+			t.Fatalf("State of an unknown ID: %v, want ErrNotFound", err)
 		}
-	}
-	if got := counter(t, reg, "retried"); got != 2 {
-		t.Errorf("retried %v, want 2", got)
-	}
-	if got := counter(t, reg, "dead"); got != 2 {
-		t.Errorf("dead %v, want 2", got)
-	}
-	if got := gauge(t, reg, "outbox_pending"); got != 0 {
-		t.Errorf("pending %v, want 0", got)
-	}
-	got := events.list()
-	want := []string{"retried " + idDown + " 503 1", "retried " + idDown + " 503 2", "dead " + idDown + " 503 3", "dead " + idBad + " 422 1"}
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("hook events %q, want %q", got, want)
-	}
-}
-
-// The backlog gauges read the table.
-func TestMySQLBacklogMetrics(t *testing.T) {
-	db := mysqltest.DB(t)
-	o := mysqlOutbox(t, db)
-	reg := prometheus.NewRegistry()
-	if _, err := outbox.NewMetrics(reg, o); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if _, err := o.Enqueue(context.Background(), db, outbox.Message{URL: "http://127.0.0.1:1/"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(50 * time.Millisecond)
-	if got := gauge(t, reg, "outbox_pending"); got != 3 {
-		t.Fatalf("pending %v, want 3", got)
-	}
-	if got := gauge(t, reg, "outbox_oldest_pending_seconds"); got < 0.04 || got > 5 {
-		t.Fatalf("oldest %v s, want about 0.05", got)
-	}
-}
-
-// Four relays on one outbox: every message delivered exactly once (leases
-// with FOR UPDATE SKIP LOCKED: no two relays hold one message).
-func TestMySQLConcurrentRelays(t *testing.T) {
-	db := mysqltest.DB(t)
-	o := mysqlOutbox(t, db)
-	var mu sync.Mutex
-	perKey := map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		perKey[r.Header.Get("Idempotency-Key")]++
-		mu.Unlock()
-	}))
-	defer srv.Close()
-	const n = 400
-	for range n {
-		if _, err := o.Enqueue(context.Background(), db, outbox.Message{URL: srv.URL}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 4 {
-		outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Batch: 16, PollInterval: 5 * time.Millisecond})
-	}
-	outboxtest.Eventually(t, "all delivered", func() bool { return mysqlNotDelivered(t, db, o) == 0 })
-	mu.Lock()
-	defer mu.Unlock()
-	onceEach(t, perKey, n)
+	})
 }
 
 // The relay's database refuses connections just as the receiver accepts a

@@ -101,25 +101,37 @@ func state(t *testing.T, o *outbox.Outbox, id string) outbox.State {
 // delivered with its ID as Idempotency-Key, method, header and body kept.
 func TestCommittedMessagesAreDelivered(t *testing.T) {
 	p := outboxtest.Pool(t)
-	o := outboxtest.New(t, p)
+	ctx := context.Background()
+	testCommittedMessagesAreDelivered(t, outboxtest.New(t, p), p, func() (outbox.Querier, func() error, func()) {
+		tx, err := p.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx, func() error { return tx.Commit(ctx) }, func() { tx.Rollback(ctx) }
+	})
+}
+
+// testCommittedMessagesAreDelivered runs on o, writing through db, and
+// through the transactions begin opens (with their commit and rollback).
+func testCommittedMessagesAreDelivered(t *testing.T, o *outbox.Outbox, db outbox.Querier, begin func() (tx outbox.Querier, commit func() error, rollback func())) {
 	rc := &receiver{}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	ctx := context.Background()
 
-	tx, _ := p.Begin(ctx)
+	tx, commit, _ := begin()
 	id, err := o.Enqueue(ctx, tx, outbox.Message{Method: "PUT", URL: srv.URL + "/mail", Header: http.Header{"X-Kind": {"receipt"}}, Body: []byte(`{"order":1}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := commit(); err != nil {
 		t.Fatal(err)
 	}
-	tx, _ = p.Begin(ctx)
+	tx, _, rollback := begin()
 	if _, err := o.Enqueue(ctx, tx, outbox.Message{URL: srv.URL + "/rolled-back"}); err != nil {
 		t.Fatal(err)
 	}
-	tx.Rollback(ctx)
+	rollback()
 
 	events := &eventLog{}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Hooks: []outbox.Hook{events.hook()}})
@@ -138,8 +150,14 @@ func TestCommittedMessagesAreDelivered(t *testing.T) {
 	if got := r.Header.Get("Idempotency-Key"); got != id {
 		t.Fatalf("Idempotency-Key %q, want the message ID %q", got, id)
 	}
-	if _, err := o.Enqueue(ctx, p, outbox.Message{URL: "/relative"}); err == nil {
+	if s := state(t, o, id); s.Deliveries != 1 || s.LastStatus != 200 || s.LastError != "" {
+		t.Fatalf("state %+v, want delivered once with 200", s)
+	}
+	if _, err := o.Enqueue(ctx, db, outbox.Message{URL: "/relative"}); err == nil {
 		t.Fatal("a relative URL was accepted")
+	}
+	if _, err := o.Enqueue(ctx, struct{}{}, outbox.Message{URL: srv.URL}); err == nil || !strings.Contains(err.Error(), "not a struct {}") {
+		t.Fatalf("Enqueue through a struct{}: %v, want an error naming what it takes", err)
 	}
 }
 
@@ -168,7 +186,10 @@ func TestNotifyWakesTheRelay(t *testing.T) {
 // dead; a refusal for good is dead at once. The metrics count each.
 func TestBackoffAndDeadLetter(t *testing.T) {
 	p := outboxtest.Pool(t)
-	o := outboxtest.New(t, p)
+	testBackoffAndDeadLetter(t, outboxtest.New(t, p), p)
+}
+
+func testBackoffAndDeadLetter(t *testing.T, o *outbox.Outbox, p outbox.Querier) {
 	reg := prometheus.NewRegistry()
 	m, err := outbox.NewMetrics(reg, o)
 	if err != nil {
@@ -270,7 +291,10 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // The backlog gauges read the table.
 func TestBacklogMetrics(t *testing.T) {
 	p := outboxtest.Pool(t)
-	o := outboxtest.New(t, p)
+	testBacklogMetrics(t, outboxtest.New(t, p), p)
+}
+
+func testBacklogMetrics(t *testing.T, o *outbox.Outbox, p outbox.Querier) {
 	reg := prometheus.NewRegistry()
 	if _, err := outbox.NewMetrics(reg, o); err != nil {
 		t.Fatal(err)
@@ -294,6 +318,12 @@ func TestBacklogMetrics(t *testing.T) {
 func TestConcurrentRelays(t *testing.T) {
 	p := outboxtest.Pool(t)
 	o := outboxtest.New(t, p)
+	testConcurrentRelays(t, o, p, func() int { return outboxtest.Pending(t, p, o) })
+}
+
+// testConcurrentRelays runs on o, writing through p; notDelivered counts
+// the messages not delivered yet.
+func testConcurrentRelays(t *testing.T, o *outbox.Outbox, p outbox.Querier, notDelivered func() int) {
 	var mu sync.Mutex
 	perKey := map[string]int{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -303,14 +333,15 @@ func TestConcurrentRelays(t *testing.T) {
 	}))
 	defer srv.Close()
 	const n = 400
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i], _ = o.Enqueue(context.Background(), p, outbox.Message{URL: srv.URL})
+	for range n {
+		if _, err := o.Enqueue(context.Background(), p, outbox.Message{URL: srv.URL}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for range 4 {
 		outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Batch: 16, PollInterval: 5 * time.Millisecond})
 	}
-	allDelivered(t, p, o)
+	outboxtest.Eventually(t, "all delivered", func() bool { return notDelivered() == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	onceEach(t, perKey, n)
