@@ -19,6 +19,7 @@ type claims struct {
 	timeout time.Duration // one store call's bound (StoreTimeout)
 	logger  *slog.Logger
 	hooks   []Hook // told of lapses; the Middleware and the Runner tell them of results
+	cache   *replayCache // completed records in memory; nil: none
 }
 
 // claimTimes checks and completes the times a Middleware and a Runner
@@ -133,6 +134,9 @@ func (c *claims) retryStore(ctx context.Context, op func(context.Context) error)
 // sent is when the successful Claim was sent: the claim holds until at
 // least sent + lock, on this process's monotonic clock.
 func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, maxWait time.Duration, attrs ...slog.Attr) (rec *Record, sent time.Time, err error) {
+	if rec := c.cache.get(key, time.Now()); rec != nil {
+		return rec, time.Time{}, nil
+	}
 	var until time.Time // set when the first wait begins
 	for pause := 25 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		sent = time.Now()
@@ -142,6 +146,9 @@ func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, ma
 		if err != nil {
 			go c.releaseLost(context.WithoutCancel(ctx), key, owner, attrs...)
 			return nil, sent, err
+		}
+		if rec != nil && rec.Response != nil && !rec.Expires.IsZero() {
+			c.cache.put(key, *rec, time.Now())
 		}
 		if rec == nil || rec.Fingerprint != fp || rec.Response != nil || !wait {
 			return rec, sent, nil
@@ -160,6 +167,15 @@ func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, ma
 			return rec, sent, nil
 		case <-t.C:
 		}
+	}
+}
+
+// remember caches the response just stored under key for fp, claimed at
+// sent: its record expires retention after its completion, so no earlier
+// than sent + retention.
+func (c *claims) remember(key, fp string, resp *Response, sent time.Time, retention time.Duration) {
+	if c.cache != nil && resp != nil {
+		c.cache.put(key, Record{Fingerprint: fp, Response: resp, Expires: sent.Add(retention)}, time.Now())
 	}
 }
 

@@ -49,6 +49,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind         EventKind
 	Result       Result // for EventResult
+	Cached       bool   // for EventResult with ResultReplayed: the replay cache answered, not the store
 	Method, Path string
 	RunnerKind   string
 	Err          error // for EventClaimLapsed
@@ -61,5 +62,8 @@ func (m *Metrics) OnEvent(_ context.Context, e Event) {
 	}
 	if e.Result < numResults {
 		m.byResult[e.Result].Inc()
+	}
+	if e.Cached {
+		m.cachedReplays.Inc()
 	}
 }

@@ -7,15 +7,18 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/storetest"
 )
 
-func TestMemoryStoreConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) idempotency.Store {
-		s, err := idempotency.NewMemoryStore(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+func newMemoryStore(t *testing.T) idempotency.Store {
+	s, err := idempotency.NewMemoryStore(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
+
+func TestMemoryStoreConformance(t *testing.T) { storetest.Run(t, newMemoryStore) }
+
+// With the replay cache on, the same answers.
+func TestMemoryStoreConformanceCached(t *testing.T) { storetest.RunCached(t, newMemoryStore) }
 
 func BenchmarkMiddleware(b *testing.B) {
 	s, _ := idempotency.NewMemoryStore(0)

@@ -52,10 +52,13 @@ func (r Result) String() string {
 //
 //	idempotency_requests_total{result}           requests by result (see the Result constants)
 //	idempotency_memory_evicted_early_total       completed records a MemoryStore evicted before their retention
+//	idempotency_cached_replays_total             replays the replay cache answered (CacheEntries), of the replayed ones:
+//	                                             its hit rate is this over requests_total{result="replayed"}
 type Metrics struct {
-	requests     *prometheus.CounterVec
-	byResult     [len(resultNames)]prometheus.Counter
-	evictedEarly prometheus.Counter
+	requests      *prometheus.CounterVec
+	byResult      [len(resultNames)]prometheus.Counter
+	evictedEarly  prometheus.Counter
+	cachedReplays prometheus.Counter
 }
 
 // NewMetrics registers the middleware's collectors on reg.
@@ -74,6 +77,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if m.evictedEarly, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "idempotency_memory_evicted_early_total",
 		Help: "Completed records a MemoryStore evicted to make room before their retention ended; a retry of such a key runs the handler again.",
+	})); err != nil {
+		return nil, err
+	}
+	if m.cachedReplays, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "idempotency_cached_replays_total",
+		Help: "Replays answered by the replay cache (CacheEntries) without asking the store.",
 	})); err != nil {
 		return nil, err
 	}

@@ -145,6 +145,19 @@ type Options struct {
 	// parts that matter. Method and path always count. An error answers
 	// 400.
 	Fingerprint func(r *http.Request, body []byte) ([]byte, error)
+	// CacheEntries, if positive, keeps up to that many completed records
+	// in this process's memory, least recently used out first, so that a
+	// replay of one is answered without asking the store (Event.Cached;
+	// idempotency_cached_replays_total). An entry never outlives its
+	// record and answers as the store would: its scope is in its key, its
+	// fingerprint is compared. It cannot see a record deleted from the
+	// store before its expiry, which it replays until then; a key
+	// completed by another process is read from the store, then cached. 0
+	// means no cache.
+	CacheEntries int
+	// CacheBytes bounds the cached bodies and headers; a larger response
+	// is not cached. 0 means DefaultCacheBytes when CacheEntries is set.
+	CacheBytes int64
 	// ReplayHeader reports whether a response header field, in canonical
 	// form, is stored and replayed. nil means DefaultReplayHeader: all but
 	// Set-Cookie. Connection-specific fields and Date are never stored.
@@ -210,7 +223,12 @@ func New(opts Options) (*Middleware, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	cache, err := newReplayCache(opts.CacheEntries, opts.CacheBytes)
+	if err != nil {
+		return nil, err
+	}
 	m := &Middleware{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.StoreTimeout, opts.Logger, opts.Hooks)}
+	m.cache = cache
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -242,6 +260,7 @@ type exchange struct {
 	keeper claimKeeper
 	rec    recorder
 	attrs  [2]slog.Attr // names the request in logs: method and path, never the key
+	fp     string       // the request's fingerprint
 }
 
 // bodyReader is a request body read whole, handed to the handler in place
@@ -347,7 +366,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			"this key was used for a request with a different method, path, query or body")
 		return
 	case rec.Response != nil:
-		m.result(r, ResultReplayed)
+		m.replayed(r, rec.cached)
 		replay(w, rec.Response)
 		return
 	case r.Context().Err() != nil:
@@ -357,6 +376,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.inFlight(w, r, rec, "a request with this Idempotency-Key is still being processed; retry later")
 		return
 	}
+	x.fp = fp
 	m.run(w, r, next, x, owner, sent)
 }
 
@@ -368,6 +388,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	defer func() { m.result(r, res) }()
 	rec := &x.rec
 	defer rec.free()
+	var stored *Response
 	released, stage, err := m.claims.run(r.Context(), &x.keeper, &x.op, owner, sent, m.tx, m.opts.Retention,
 		func(ctx context.Context) (*Response, bool) {
 			rec.init(w, m.opts.MaxResponseBytes, m.tx != nil)
@@ -375,8 +396,12 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 			if rec.overflow || !terminal(rec.statusCode()) {
 				return nil, false
 			}
-			return rec.response(m.opts.ReplayHeader), true
+			stored = rec.response(m.opts.ReplayHeader)
+			return stored, true
 		}, x.attrs[:]...)
+	if err == nil && !released {
+		m.remember(x.op.ID, x.fp, stored, sent, m.opts.Retention)
+	}
 	switch {
 	case stage == stageBegin || stage == stageCommit:
 		res = ResultStoreError
@@ -395,6 +420,14 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		res = ResultNew
 	}
 	rec.send()
+}
+
+// replayed tells the hooks of a replay, answered by the cache or the
+// store.
+func (m *Middleware) replayed(r *http.Request, cached bool) {
+	if len(m.hooks) > 0 {
+		m.emit(r.Context(), Event{Kind: EventResult, Result: ResultReplayed, Cached: cached, Method: r.Method, Path: r.URL.Path})
+	}
 }
 
 // result tells the hooks of r's result.
@@ -428,7 +461,7 @@ func replay(w http.ResponseWriter, resp *Response) {
 	}
 	h := w.Header()
 	for k, v := range resp.Header {
-		h[k] = v
+		h[k] = slices.Clip(v) // shared with a cached record: an Add must not write into it
 	}
 	h.Set(HeaderReplayed, "true")
 	w.WriteHeader(resp.Status)

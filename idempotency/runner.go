@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +63,12 @@ type RunnerOptions struct {
 	// Hooks are told of each Do's result (new, replayed, released,
 	// in_flight, store_error) and of each claim that lapsed (see Hook).
 	Hooks []Hook
+	// CacheEntries and CacheBytes keep completed results in memory, as
+	// Options.CacheEntries and Options.CacheBytes do for the middleware:
+	// a duplicate delivery of a key this process ran or replayed is
+	// answered without asking the store. 0 means no cache.
+	CacheEntries int
+	CacheBytes   int64
 }
 
 // ErrInFlight is returned by Runner.Do when another run of the key is
@@ -79,7 +86,12 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	cache, err := newReplayCache(opts.CacheEntries, opts.CacheBytes)
+	if err != nil {
+		return nil, err
+	}
 	r := &Runner{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.StoreTimeout, opts.Logger, opts.Hooks)}
+	r.cache = cache
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -102,9 +114,9 @@ const jobFingerprint = "job"
 // returned with fn's result: the effect happened, and the claim holds the
 // key until LockTimeout.
 func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context) ([]byte, error)) (result []byte, replayed bool, err error) {
-	res := ResultNew
+	res, cached := ResultNew, false
 	if len(r.hooks) > 0 {
-		defer func() { r.emit(ctx, Event{Kind: EventResult, Result: res, RunnerKind: r.opts.Kind}) }()
+		defer func() { r.emit(ctx, Event{Kind: EventResult, Result: res, Cached: cached, RunnerKind: r.opts.Kind}) }()
 	}
 	if key == "" {
 		return nil, false, errors.New("idempotency: Runner.Do: empty key")
@@ -119,6 +131,9 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 		return nil, false, fmt.Errorf("idempotency: claim: %w", err)
 	case rec == nil:
 		// ours: run fn
+	case rec.Response != nil && rec.cached:
+		res, cached = ResultReplayed, true
+		return bytes.Clone(rec.Response.Body), true, nil // the cache's own copy stays the cache's
 	case rec.Response != nil:
 		res = ResultReplayed
 		return rec.Response.Body, true, nil
@@ -138,12 +153,18 @@ func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.
 	var k claimKeeper
 	var out []byte
 	var fnErr error
+	var stored *Response // kept by the cache, if there is one
 	_, stage, err := r.claims.run(ctx, &k, op, owner, sent, r.tx, r.opts.Retention, func(ctx context.Context) (*Response, bool) {
 		out, fnErr = fn(ctx)
 		if fnErr != nil {
 			return nil, false
 		}
-		return &Response{Status: http.StatusOK, Body: out}, true
+		resp := &Response{Status: http.StatusOK, Body: out}
+		if r.cache != nil { // fn's caller owns out: the cache keeps a copy
+			resp.Body = bytes.Clone(out)
+			stored = resp
+		}
+		return resp, true
 	})
 	switch {
 	case fnErr != nil:
@@ -154,5 +175,6 @@ func (r *Runner) run(ctx context.Context, op *opkey.Op, owner string, sent time.
 	case err != nil:
 		return nil, false, ResultStoreError, fmt.Errorf("idempotency: %s: %w", stage, err)
 	}
+	r.remember(op.ID, jobFingerprint, stored, sent, r.opts.Retention)
 	return out, false, ResultNew, nil
 }

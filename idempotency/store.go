@@ -103,6 +103,8 @@ type Record struct {
 	// its claim frees itself unless extended. Zero if the store does not
 	// know.
 	Expires time.Time
+
+	cached bool // answered by the replay cache, not the store
 }
 
 // Response is a stored response.

@@ -59,6 +59,11 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) idempotency.Store { return newStore(t) })
 }
 
+// With the replay cache on, the same answers.
+func TestConformanceCached(t *testing.T) {
+	storetest.RunCached(t, func(t *testing.T) idempotency.Store { return newStore(t) })
+}
+
 func TestNewValidates(t *testing.T) {
 	if _, err := mysqlstore.New(nil, ""); err == nil {
 		t.Error("nil db accepted")

@@ -51,6 +51,11 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) idempotency.Store { return newStore(t) })
 }
 
+// With the replay cache on, the same answers.
+func TestConformanceCached(t *testing.T) {
+	storetest.RunCached(t, func(t *testing.T) idempotency.Store { return newStore(t) })
+}
+
 func TestNewValidates(t *testing.T) {
 	if _, err := pgstore.New(nil, ""); err == nil {
 		t.Error("nil pool accepted")

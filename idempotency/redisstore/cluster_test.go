@@ -171,7 +171,7 @@ func TestReplicas(t *testing.T) {
 	if n := s.Unreplicated(); n != 0 {
 		t.Fatalf("%d completions unreplicated with the replica up", n)
 	}
-	if v, err := replica.Get(ctx, redisstore.DefaultPrefix+"replicated-19").Result(); err != nil || !strings.HasPrefix(v, "d|") {
+	if v, err := replica.Get(ctx, redisstore.DefaultPrefix+"replicated-19").Result(); err != nil || !strings.HasPrefix(v, "e|") {
 		t.Fatalf("the replica holds %q, %v; want the completed record", v, err)
 	}
 	asleep := make(chan error, 1)

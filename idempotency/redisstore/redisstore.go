@@ -219,9 +219,13 @@ func (s *Store) gone(ctx context.Context, op string) {
 		slog.String("op", op))
 }
 
-// Values: "f|<owner>|<fingerprint>" while in flight, "d|<fingerprint>|<response>"
-// once complete. Owners and fingerprints hold no '|', so the scripts check
-// ownership with a prefix comparison, and completing moves the
+// Values: "f|<owner>|<fingerprint>" while in flight,
+// "e|<expiry>|<fingerprint>|<response>" once complete, the expiry in Unix
+// milliseconds of the server's clock, so that a replay knows it without a
+// PTTL (a replay cache keeps the record until then). Records completed by
+// earlier releases are "d|<fingerprint>|<response>", read as records of
+// unknown expiry. Owners and fingerprints hold no '|', so the scripts
+// check ownership with a prefix comparison, and completing moves the
 // fingerprint over without Go reading it back.
 //
 // A claim is one plain command, SET NX GET (Redis 7.0): it takes a free
@@ -252,7 +256,9 @@ local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 local mine = 'f|' .. ARGV[1] .. '|'
 if string.sub(v, 1, #mine) ~= mine then return 0 end
-redis.call('SET', KEYS[1], 'd|' .. string.sub(v, #mine + 1) .. '|' .. ARGV[2], 'PX', ARGV[3])
+local t = redis.call('TIME')
+local expiry = t[1] * 1000 + math.floor(t[2] / 1000) + tonumber(ARGV[3])
+redis.call('SET', KEYS[1], 'e|' .. string.format('%d', expiry) .. '|' .. string.sub(v, #mine + 1) .. '|' .. ARGV[2], 'PX', ARGV[3])
 return 1`)
 
 // extendScript: owner ARGV[1]'s claim now expires in ARGV[2] ms.
@@ -479,18 +485,37 @@ func decode(v string) (*idempotency.Record, error) {
 			return nil, errors.New("no fingerprint")
 		}
 		return &idempotency.Record{Fingerprint: fp}, nil
-	case "d":
-		fp, payload, ok := strings.Cut(rest, "|")
+	case "e":
+		ms, rest, ok := strings.Cut(rest, "|")
 		if !ok {
-			return nil, errors.New("no fingerprint")
+			return nil, errors.New("no expiry")
 		}
-		resp, err := decodeResponse([]byte(payload))
+		n, err := strconv.ParseInt(ms, 10, 64)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("expiry: %w", err)
 		}
-		return &idempotency.Record{Fingerprint: fp, Response: resp}, nil
+		rec, err := decodeDone(rest)
+		if err == nil {
+			rec.Expires = time.UnixMilli(n)
+		}
+		return rec, err
+	case "d": // completed by an earlier release: no expiry kept
+		return decodeDone(rest)
 	}
 	return nil, fmt.Errorf("unknown kind %q", kind)
+}
+
+// decodeDone reads "<fingerprint>|<response>".
+func decodeDone(v string) (*idempotency.Record, error) {
+	fp, payload, ok := strings.Cut(v, "|")
+	if !ok {
+		return nil, errors.New("no fingerprint")
+	}
+	resp, err := decodeResponse([]byte(payload))
+	if err != nil {
+		return nil, err
+	}
+	return &idempotency.Record{Fingerprint: fp, Response: resp}, nil
 }
 
 func decodeResponse(p []byte) (*idempotency.Response, error) {

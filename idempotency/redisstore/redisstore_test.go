@@ -51,6 +51,9 @@ func newStore(t *testing.T) idempotency.Store {
 
 func TestConformance(t *testing.T) { storetest.Run(t, newStore) }
 
+// With the replay cache on, the same answers.
+func TestConformanceCached(t *testing.T) { storetest.RunCached(t, newStore) }
+
 // The claim script, used on Redis 6.2, keeps the same contract.
 func TestConformanceClaimScript(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) idempotency.Store {
@@ -104,4 +107,45 @@ func benchPrefix(b *testing.B, c *redis.Client) string {
 		}
 	})
 	return prefix
+}
+
+// A completed record carries its expiry, from the server's clock, so that
+// a replay knows it without asking (a replay cache keeps it until then);
+// a record completed by an earlier release, without one, still replays.
+func TestCompletedRecordExpiry(t *testing.T) {
+	c := client(t)
+	prefix := "retryhttp-test:" + uuid.NewString() + ":"
+	t.Cleanup(func() {
+		keys, _ := c.Keys(context.Background(), prefix+"*").Result()
+		if len(keys) > 0 {
+			c.Del(context.Background(), keys...)
+		}
+	})
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if rec, err := s.Claim(ctx, idempotency.ClaimParams{Key: "k", Fingerprint: "fp", Owner: "o1", Lock: time.Minute}); err != nil || rec != nil {
+		t.Fatalf("claim: %v %v", rec, err)
+	}
+	before := time.Now()
+	if err := s.Complete(ctx, idempotency.CompleteParams{Key: "k", Owner: "o1", Response: &idempotency.Response{Status: 201, Body: []byte("ok")}, Retention: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Claim(ctx, idempotency.ClaimParams{Key: "k", Fingerprint: "fp", Owner: "o2", Lock: time.Minute})
+	if err != nil || rec == nil || rec.Response == nil || string(rec.Response.Body) != "ok" {
+		t.Fatalf("replay: %+v %v", rec, err)
+	}
+	if d := rec.Expires.Sub(before.Add(time.Hour)); d < -5*time.Second || d > 5*time.Second {
+		t.Fatalf("the replay's expiry is %v, want about an hour from the completion (%v off)", rec.Expires, d)
+	}
+	// As an earlier release wrote it: "d|<fingerprint>|<response>".
+	if err := c.Set(ctx, prefix+"old", "d|fp|201\n{}\nold", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = s.Claim(ctx, idempotency.ClaimParams{Key: "old", Fingerprint: "fp", Owner: "o3", Lock: time.Minute})
+	if err != nil || rec == nil || rec.Response == nil || string(rec.Response.Body) != "old" || !rec.Expires.IsZero() {
+		t.Fatalf("an earlier release's record: %+v %v; want its replay, of unknown expiry", rec, err)
+	}
 }

@@ -25,6 +25,38 @@ import (
 // returned (a fresh key prefix or table), and cleaned up with t.
 type NewStore func(t *testing.T) idempotency.Store
 
+// RunCached runs the whole suite with the replay cache on (CacheEntries)
+// in every Middleware and Runner it builds over the store: the same
+// answers, replays from memory where they can be.
+func RunCached(t *testing.T, newStore NewStore) {
+	Run(t, func(t *testing.T) idempotency.Store { return cachedStore{newStore(t)} })
+}
+
+// cachedStore marks a store whose Middlewares and Runners cache replays.
+type cachedStore struct{ idempotency.Store }
+
+// cacheEntries is the cache RunCached turns on.
+const cacheEntries = 1000
+
+// middlewareOptions are opts on s, with the replay cache on for a store
+// of RunCached.
+func middlewareOptions(s idempotency.Store, opts idempotency.Options) idempotency.Options {
+	opts.Store = s
+	if cs, ok := s.(cachedStore); ok {
+		opts.Store, opts.CacheEntries = cs.Store, cacheEntries
+	}
+	return opts
+}
+
+// runnerOptions are opts on s, as middlewareOptions.
+func runnerOptions(s idempotency.Store, opts idempotency.RunnerOptions) idempotency.RunnerOptions {
+	opts.Store = s
+	if cs, ok := s.(cachedStore); ok {
+		opts.Store, opts.CacheEntries = cs.Store, cacheEntries
+	}
+	return opts
+}
+
 // Run runs the whole suite.
 func Run(t *testing.T, newStore NewStore) {
 	t.Run("API", func(t *testing.T) { testAPI(t, newStore(t)) })
@@ -216,8 +248,7 @@ type result struct {
 
 func serve(t *testing.T, s idempotency.Store, c *charges, opts idempotency.Options) string {
 	t.Helper()
-	opts.Store = s
-	m, err := idempotency.New(opts)
+	m, err := idempotency.New(middlewareOptions(s, opts))
 	must(t, err)
 	srv := httptest.NewServer(m.Handler(c))
 	t.Cleanup(srv.Close)
@@ -494,7 +525,7 @@ func testXKey(t *testing.T, s idempotency.Store) {
 // testTrailers: a Set-Cookie sent as a trailer is not replayed, like one
 // in the header; other trailers are.
 func testTrailers(t *testing.T, s idempotency.Store) {
-	m, err := idempotency.New(idempotency.Options{Store: s})
+	m, err := idempotency.New(middlewareOptions(s, idempotency.Options{}))
 	must(t, err)
 	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
@@ -598,7 +629,7 @@ func testLostClaimReply(t *testing.T, s idempotency.Store) {
 // testRunner: eight consumers get the same message; the job runs once and
 // all get its result. A failed run releases the key for the redelivery.
 func testRunner(t *testing.T, s idempotency.Store) {
-	r, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Kind: "storetest"})
+	r, err := idempotency.NewRunner(runnerOptions(s, idempotency.RunnerOptions{Kind: "storetest"}))
 	must(t, err)
 	var runs atomic.Int32
 	job := func(ctx context.Context) ([]byte, error) {
@@ -641,7 +672,7 @@ func testRunner(t *testing.T, s idempotency.Store) {
 		t.Fatalf("the redelivery after a failure: %q replayed=%v %v; want a fresh run", out, replayed, err)
 	}
 	// Another scope is another key space.
-	other, _ := idempotency.NewRunner(idempotency.RunnerOptions{Store: s, Kind: "other"})
+	other, _ := idempotency.NewRunner(runnerOptions(s, idempotency.RunnerOptions{Kind: "other"}))
 	if _, replayed, _ := other.Do(context.Background(), "order-42", job); replayed {
 		t.Fatal("a key of another scope was replayed")
 	}

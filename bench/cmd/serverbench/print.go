@@ -63,7 +63,7 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "| %s | variant | req/s | p50 | p99 | vs floor (req/s, p50) | trips, cmds per op | spread |\n", conc)
 	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	var spreads []float64
-	var newRatios, replayRatios []float64
+	var newRatios, replayRatios, cachedRatios []float64
 	for li, level := range r.levels {
 		s := r.samples[li]
 		for v := range nVariants {
@@ -75,7 +75,7 @@ func (r *report) print(w io.Writer) {
 			switch v {
 			case vNew:
 				floor = vFloorNew
-			case vClaim, vReplay:
+			case vClaim, vReplay, vReplayCached:
 				floor = vFloorRead
 			}
 			if floor >= 0 && len(s[floor]) > 0 {
@@ -86,6 +86,8 @@ func (r *report) print(w io.Writer) {
 					newRatios = append(newRatios, x)
 				case vReplay:
 					replayRatios = append(replayRatios, x)
+				case vReplayCached:
+					cachedRatios = append(cachedRatios, x)
 				}
 			}
 			sp := spread(s[v])
@@ -104,6 +106,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if len(replayRatios) > 0 {
 		fmt.Fprintf(w, "%s: replay at %.2f–%.2f× the raw read's req/s across concurrency %v.\n", r.store, slices.Min(replayRatios), slices.Max(replayRatios), r.levels)
+	}
+	if len(cachedRatios) > 0 {
+		fmt.Fprintf(w, "%s: replay cached at %.2f–%.2f× the raw read's req/s across concurrency %v.\n", r.store, slices.Min(cachedRatios), slices.Max(cachedRatios), r.levels)
 	}
 	fmt.Fprintf(w, "Noise: the rounds' req/s lay within ±%.0f%% of their median (median over cells), ±%.0f%% at worst.\n\n",
 		50*median(spreads), 50*slices.Max(spreads))

@@ -35,14 +35,15 @@ const (
 	vFloorRead
 	vClaim
 	vReplay
+	vReplayCached
 	nVariants
 )
 
-var variantNames = [nVariants]string{"handler", "floor 2 cmds", "new key", "floor read", "store claim", "replay"}
+var variantNames = [nVariants]string{"handler", "floor 2 cmds", "new key", "floor read", "store claim", "replay", "replay cached"}
 
 // replayed are the variants that read the replays' keys: they are stored
 // again before each run.
-func replayed(v int) bool { return v == vClaim || v == vReplay }
+func replayed(v int) bool { return v == vClaim || v == vReplay || v == vReplayCached }
 
 // sample is one variant's run in one round.
 type sample struct {
@@ -136,6 +137,13 @@ func prepare(ctx context.Context, b *backend, keys int) (*workload, error) {
 		return nil, err
 	}
 	mw := m.Handler(http.HandlerFunc(handler))
+	// replay cached: a second middleware on the store, with the replay
+	// cache (idempotency.Options.CacheEntries) holding every stored key.
+	mc, err := idempotency.New(idempotency.Options{Store: b.store, CacheEntries: 2 * keys, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	mwc := mc.Handler(http.HandlerFunc(handler))
 	bare := http.HandlerFunc(handler)
 	runID := make([]byte, 6)
 	rand.Read(runID)
@@ -156,6 +164,9 @@ func prepare(ctx context.Context, b *backend, keys int) (*workload, error) {
 		for _, k := range stored {
 			if _, err := c.serve(mw, k); err != nil { // stored now, or still
 				return fmt.Errorf("storing the replay keys: %w", err)
+			}
+			if _, err := c.serve(mwc, k); err != nil { // and in the cache
+				return fmt.Errorf("caching the replay keys: %w", err)
 			}
 		}
 		return nil
@@ -182,7 +193,8 @@ func prepare(ctx context.Context, b *backend, keys int) (*workload, error) {
 			}
 			return err
 		},
-		vReplay: func(c *client, i int) error { return c.expect(mw, stored[i%len(stored)], true) },
+		vReplay:       func(c *client, i int) error { return c.expect(mw, stored[i%len(stored)], true) },
+		vReplayCached: func(c *client, i int) error { return c.expect(mwc, stored[i%len(stored)], true) },
 	}
 	return w, nil
 }
