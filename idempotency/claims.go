@@ -18,7 +18,7 @@ type claims struct {
 	lock    time.Duration
 	timeout time.Duration // one store call's bound (StoreTimeout)
 	logger  *slog.Logger
-	hooks   []Hook // told of lapses; the Middleware and the Runner tell them of results
+	hooks   []Hook       // told of lapses; the Middleware and the Runner tell them of results
 	cache   *replayCache // completed records in memory; nil: none
 }
 
