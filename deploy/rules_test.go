@@ -221,7 +221,7 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	// The middleware, behind a Transport of its own above another: keys
 	// sent twice (replays), reused with another payload (mismatches), and
 	// a stacked retry.
-	mw, err := idempotency.New(idempotency.Options{Hooks: []idempotency.Hook{idem}, Logger: quiet})
+	mw, err := idempotency.New(idempotency.Options{Hooks: []idempotency.Hook{idem}, Logger: quiet, CacheEntries: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
