@@ -7,9 +7,12 @@
 //
 //   - a POST or PATCH retried without an Idempotency-Key: by
 //     go-retryablehttp (a request made with retryablehttp.NewRequest and no
-//     key header, in a package that sets no CheckRetry), by resty
-//     (SetRetryAllowNonIdempotent(true) or SetAllowNonIdempotentRetry(true)
-//     with SetRetryCount), by failsafehttp (failsafehttp.NewRequest of such
+//     key header, in a package that sets no CheckRetry), by resty v2
+//     (SetRetryCount above 0 retries every method after a transport
+//     error: reported where the package also sends a POST or PATCH with
+//     resty, names no key header, and adds no retry condition that could
+//     refuse them), by resty v3 (SetRetryAllowNonIdempotent(true) with
+//     SetRetryCount), by failsafehttp (failsafehttp.NewRequest of such
 //     a request), or by a hand-written loop that sends it and sleeps;
 //   - an Idempotency-Key generated inside the loop that sends it, so that
 //     every attempt is a new operation;
@@ -54,6 +57,8 @@ const (
 	pathAWSConfig     = "github.com/aws/aws-sdk-go-v2/config"
 	pathOpenAIOption  = "github.com/openai/openai-go"
 	pathAnthropic     = "github.com/anthropics/anthropic-sdk-go"
+	pathRestyV2       = "github.com/go-resty/resty/v2"
+	pathRestyV3       = "resty.dev/v3"
 )
 
 func run(pass *analysis.Pass) (any, error) {
@@ -79,13 +84,17 @@ func run(pass *analysis.Pass) (any, error) {
 type checker struct {
 	pass          *analysis.Pass
 	checkRetrySet bool // the package assigns a CheckRetry: it may exclude POSTs
-	retryCountSet bool // the package calls resty's SetRetryCount
+	retryCountSet bool // the package calls resty v3's SetRetryCount
 	retryhttpUsed bool // the package builds a retryhttp.Transport
+
+	restyUnsafeSend   bool // the package sends a POST or PATCH with resty v2
+	restyCondition    bool // the package adds a resty v2 retry condition that may read the method
+	keyNamedInPackage bool // the package names the Idempotency-Key header somewhere
 }
 
 // scanPackage records the package-wide facts the checks depend on.
 func (c *checker) scanPackage(ins *inspector.Inspector) {
-	ins.Preorder([]ast.Node{(*ast.AssignStmt)(nil), (*ast.KeyValueExpr)(nil), (*ast.CallExpr)(nil), (*ast.CompositeLit)(nil)}, func(n ast.Node) {
+	ins.Preorder([]ast.Node{(*ast.AssignStmt)(nil), (*ast.KeyValueExpr)(nil), (*ast.CallExpr)(nil), (*ast.CompositeLit)(nil), (*ast.IndexExpr)(nil)}, func(n ast.Node) {
 		switch n := n.(type) {
 		case *ast.AssignStmt:
 			for _, l := range n.Lhs {
@@ -98,8 +107,15 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 				c.checkRetrySet = true
 			}
 		case *ast.CallExpr:
-			if fn := c.callee(n); fn != nil && fn.Name() == "SetRetryCount" && strings.Contains(pkgPath(fn), "go-resty/resty") {
-				c.retryCountSet = true
+			c.scanRestyCall(n)
+			for _, a := range n.Args {
+				if s, ok := constString(c.pass.TypesInfo, a); ok && isKeyName(s) {
+					c.keyNamedInPackage = true
+				}
+			}
+		case *ast.IndexExpr:
+			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && isKeyName(s) {
+				c.keyNamedInPackage = true
 			}
 		case *ast.CompositeLit:
 			if isNamed(c.pass.TypesInfo.TypeOf(n), pathRetryhttp, "Transport") {
@@ -107,6 +123,44 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 			}
 		}
 	})
+}
+
+// scanRestyCall records what resty calls the package makes.
+func (c *checker) scanRestyCall(call *ast.CallExpr) {
+	fn := c.callee(call)
+	if fn == nil {
+		return
+	}
+	switch path, name := pkgPath(fn), fn.Name(); {
+	case path == pathRestyV3 && name == "SetRetryCount":
+		c.retryCountSet = true
+	case path == pathRestyV2 && (name == "Post" || name == "Patch") && isMethod(fn):
+		c.restyUnsafeSend = true
+	case path == pathRestyV2 && (name == "Execute" || name == "Send") && isMethod(fn):
+		if m, ok := c.method(call, 0); ok && unsafeMethod(m) {
+			c.restyUnsafeSend = true
+		}
+	case path == pathRestyV2 && (name == "AddRetryCondition" || name == "SetRetryConditions") && len(call.Args) > 0:
+		// A condition written here refuses POST and PATCH only if it reads
+		// the request's method; one defined elsewhere is given the benefit
+		// of the doubt.
+		lit, ok := ast.Unparen(call.Args[0]).(*ast.FuncLit)
+		if !ok || readsMethod(lit.Body) {
+			c.restyCondition = true
+		}
+	}
+}
+
+// readsMethod reports whether n reads a field or method named Method.
+func readsMethod(n ast.Node) bool {
+	found := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Method" {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // function checks one function body.
@@ -149,10 +203,19 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 			c.pass.Reportf(call.Pos(), "POST retried by go-retryablehttp's Client.%s, which cannot carry an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: build the request with retryablehttp.NewRequest, set its Idempotency-Key once, and send it with Do", fn.Name())
 		}
-	case strings.Contains(path, "go-resty/resty") && (fn.Name() == "SetRetryAllowNonIdempotent" || fn.Name() == "SetAllowNonIdempotentRetry"):
+	case path == pathRestyV2 && fn.Name() == "SetRetryCount" && isMethod(fn) && len(call.Args) == 1:
+		if n, ok := constInt(c.pass.TypesInfo, call.Args[0]); ok && n <= 0 {
+			return // no retries
+		}
+		if c.restyUnsafeSend && !c.restyCondition && !c.keyNamedInPackage {
+			c.pass.Reportf(call.Pos(), "resty v2 retries every method after a transport error once SetRetryCount is above 0, "+
+				"and this package sends POST or PATCH with resty and no Idempotency-Key: a retry after a lost response repeats its effect; "+
+				"fix: set an Idempotency-Key header on each POST and PATCH (one per operation), or AddRetryCondition that refuses them")
+		}
+	case path == pathRestyV3 && fn.Name() == "SetRetryAllowNonIdempotent":
 		// A function that sets, reads or checks the key header is taken
 		// to send keyed requests only.
-		if len(call.Args) == 1 && isTrue(c.pass.TypesInfo, call.Args[0]) && (c.retryCountSet || fn.Name() == "SetAllowNonIdempotentRetry") && !keyed && !c.mentionsKey(body) {
+		if len(call.Args) == 1 && isTrue(c.pass.TypesInfo, call.Args[0]) && c.retryCountSet && !keyed && !c.mentionsKey(body) {
 			c.pass.Reportf(call.Pos(), "resty retries POST and PATCH here, with no Idempotency-Key of its own: a retry after a lost response repeats its effect; "+
 				"fix: set an Idempotency-Key header on each such request (one per operation), or drop %s(true)", fn.Name())
 		}
@@ -505,6 +568,15 @@ func constString(info *types.Info, e ast.Expr) (string, bool) {
 		return "", false
 	}
 	return constant.StringVal(tv.Value), true
+}
+
+// constInt returns e's value if it is an integer constant.
+func constInt(info *types.Info, e ast.Expr) (int64, bool) {
+	tv, ok := info.Types[e]
+	if !ok || tv.Value == nil || tv.Value.Kind() != constant.Int {
+		return 0, false
+	}
+	return constant.Int64Val(tv.Value)
 }
 
 func isTrue(info *types.Info, e ast.Expr) bool {

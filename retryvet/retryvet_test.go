@@ -1,6 +1,9 @@
 package retryvet_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"golang.org/x/tools/go/analysis/analysistest"
@@ -8,8 +11,29 @@ import (
 	"github.com/retryhttp/retryhttp/retryvet"
 )
 
+// The test packages build against the real libraries, at the versions
+// testdata/mod/go.mod states (go-retryablehttp v0.7.8, resty v2.17.2 and
+// resty.dev/v3 v3.0.0-rc.4, failsafe-go v0.9.8, stripe-go v82.5.1,
+// aws-sdk-go-v2 config v1.33.18, openai-go v3.98.0), so a rule keyed on a
+// method the library lacks does not compile, and one that fires only on a
+// stub cannot pass. analysistest loads them with GOPROXY=off: download
+// them first.
+func testdata(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(analysistest.TestData(), "mod")
+	cmd := exec.Command("go", "mod", "download")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go mod download in %s: %v\n%s", dir, err, out)
+	}
+	return dir
+}
+
 // Each pattern reported where it is (unsafe_retries, sdk_stacked), and
-// nothing where the code is safe (safe_retries).
+// nothing where the code is safe (the safe_ packages).
 func TestAnalyzer(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), retryvet.Analyzer, "unsafe_retries", "safe_retries", "sdk_stacked")
+	analysistest.Run(t, testdata(t), retryvet.Analyzer,
+		"./unsafe_retries", "./unsafe_resty_v2", "./safe_retries", "./sdk_stacked",
+		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets")
 }

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
-	"github.com/go-resty/resty/v2"
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-retryablehttp"
+	resty3 "resty.dev/v3"
 )
 
 func retryablePOST(c *retryablehttp.Client) {
@@ -22,8 +22,9 @@ func retryablePATCH(c *retryablehttp.Client) {
 	c.Do(req)
 }
 
-func restyNonIdempotent() {
-	resty.New().SetRetryCount(3).SetRetryAllowNonIdempotent(true) // want `resty retries POST and PATCH here`
+// resty v3 retries POST and PATCH only when asked to.
+func restyV3NonIdempotent() {
+	resty3.New().SetRetryCount(3).SetRetryAllowNonIdempotent(true) // want `resty retries POST and PATCH here`
 }
 
 func failsafePOST(c *http.Client) {

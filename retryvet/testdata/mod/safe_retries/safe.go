@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-resty/resty/v2"
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-retryablehttp"
+	resty3 "resty.dev/v3"
 )
 
 // A key set once, before the retries.
@@ -27,8 +27,8 @@ func retryableGET(c *retryablehttp.Client) {
 	c.Do(put)
 }
 
-// resty's default retries only idempotent methods.
-func restyDefault() { resty.New().SetRetryCount(3).SetRetryAllowNonIdempotent(false) }
+// resty v3's default retries only idempotent methods.
+func restyV3Default() { resty3.New().SetRetryCount(3).SetRetryAllowNonIdempotent(false) }
 
 // A key made once, before the loop, sent on every attempt.
 func handLoopKeyed(c *http.Client, body []byte) {
@@ -86,11 +86,11 @@ func counted(c *http.Client) {
 
 const headerKey = "Idempotency-Key"
 
-// resty's non-idempotent retries, allowed only when the request carries a
-// key the function checks for.
+// resty v3's non-idempotent retries, allowed only when the request
+// carries a key the function checks for.
 func restyWhenKeyed(r *http.Request, retries int) {
 	if r.Header.Get(headerKey) == "" {
 		return
 	}
-	resty.New().SetRetryCount(retries).SetRetryAllowNonIdempotent(true)
+	resty3.New().SetRetryCount(retries).SetRetryAllowNonIdempotent(true)
 }
