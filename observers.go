@@ -77,34 +77,6 @@ func orDefault(l *slog.Logger) *slog.Logger {
 	return slog.Default()
 }
 
-// replayState is Event.replay.
-type replayState uint8
-
-const (
-	replayUnknown replayState = iota
-	replayNo
-	replayYes
-)
-
-// isReplay reports whether e's response is a replay, read once by the
-// Transport or, in an Event built elsewhere, from the response.
-func (e *Event) isReplay() bool {
-	if e.replay == replayUnknown {
-		return replayed(e.Response)
-	}
-	return e.replay == replayYes
-}
-
-// replayed reports whether resp is a stored answer the server's
-// idempotency layer replayed.
-func replayed(resp *http.Response) bool {
-	if resp == nil {
-		return false
-	}
-	v := resp.Header[wire.Replayed] // the name is canonical: a map read, no Get's canonicalisation
-	return len(v) > 0 && v[0] == "true"
-}
-
 // logEvent is LogHook's body, shared with the Transport's Logger field;
 // warned holds a bit per stacked signal already warned about.
 func logEvent(ctx context.Context, logger *slog.Logger, warned *atomic.Uint32, e Event) {
