@@ -24,6 +24,15 @@
 //
 // What it cannot see it does not report: a method chosen at run time, a
 // key set in another function, a Transport built in another package.
+//
+// A call that the protocol makes safe to repeat, which no rule can know (a
+// POST that writes at an offset, say), is marked with a directive on its
+// line or the line before, with the reason:
+//
+//	//retryvet:ignore the upload API writes by offset: a repeated chunk is a no-op
+//
+// A directive without a reason is reported itself. With -show-ignored the
+// ignored findings are reported too, with their reasons.
 package retryvet
 
 import (
@@ -40,12 +49,21 @@ import (
 )
 
 // Analyzer is retryvet.
-var Analyzer = &analysis.Analyzer{
-	Name:     "retryvet",
-	Doc:      "report retries that can repeat a side effect: POST/PATCH retried without an Idempotency-Key, keys made per attempt, SDK retries over a retrying Transport, unbounded retry loops",
-	URL:      "https://pkg.go.dev/github.com/retryhttp/retryhttp/retryvet",
-	Requires: []*analysis.Analyzer{inspect.Analyzer},
-	Run:      run,
+var Analyzer = newAnalyzer()
+
+// showIgnored is the -show-ignored flag.
+var showIgnored bool
+
+func newAnalyzer() *analysis.Analyzer {
+	a := &analysis.Analyzer{
+		Name:     "retryvet",
+		Doc:      "report retries that can repeat a side effect: POST/PATCH retried without an Idempotency-Key, keys made per attempt, SDK retries over a retrying Transport, unbounded retry loops",
+		URL:      "https://pkg.go.dev/github.com/retryhttp/retryhttp/retryvet",
+		Requires: []*analysis.Analyzer{inspect.Analyzer},
+		Run:      run,
+	}
+	a.Flags.BoolVar(&showIgnored, "show-ignored", false, "also report the findings a //retryvet:ignore directive silences, with its reason")
+	return a
 }
 
 // Import paths of the libraries it knows.
@@ -63,7 +81,7 @@ const (
 
 func run(pass *analysis.Pass) (any, error) {
 	ins := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
-	c := &checker{pass: pass}
+	c := &checker{pass: pass, ignored: ignoreDirectives(pass)}
 	c.scanPackage(ins)
 	ins.Preorder([]ast.Node{(*ast.CompositeLit)(nil)}, func(n ast.Node) { c.stripeConfig(n.(*ast.CompositeLit)) })
 	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)}, func(n ast.Node) {
@@ -87,6 +105,9 @@ type checker struct {
 	retryCountSet bool // the package calls resty v3's SetRetryCount
 	retryhttpUsed bool // the package builds a retryhttp.Transport
 
+	ignored      map[ignoreAt]string // the //retryvet:ignore directives, by file and line, with their reasons
+	retryMaxZero bool                // every RetryMax the package sets is 0: its go-retryablehttp clients do not retry
+
 	restyUnsafeSend   bool // the package sends a POST or PATCH with resty v2
 	restyCondition    bool // the package adds a resty v2 retry condition that may read the method
 	keyNamedInPackage bool // the package names the Idempotency-Key header somewhere
@@ -94,17 +115,33 @@ type checker struct {
 
 // scanPackage records the package-wide facts the checks depend on.
 func (c *checker) scanPackage(ins *inspector.Inspector) {
+	retryMaxes, zeroes := 0, 0 // RetryMax assignments, and those of 0
 	ins.Preorder([]ast.Node{(*ast.AssignStmt)(nil), (*ast.KeyValueExpr)(nil), (*ast.CallExpr)(nil), (*ast.CompositeLit)(nil), (*ast.IndexExpr)(nil)}, func(n ast.Node) {
 		switch n := n.(type) {
 		case *ast.AssignStmt:
-			for _, l := range n.Lhs {
-				if sel, ok := l.(*ast.SelectorExpr); ok && sel.Sel.Name == "CheckRetry" {
+			for i, l := range n.Lhs {
+				sel, ok := l.(*ast.SelectorExpr)
+				switch {
+				case !ok:
+				case sel.Sel.Name == "CheckRetry":
 					c.checkRetrySet = true
+				case sel.Sel.Name == "RetryMax" && len(n.Rhs) == len(n.Lhs):
+					retryMaxes++
+					if isZero(c.pass.TypesInfo, n.Rhs[i]) {
+						zeroes++
+					}
 				}
 			}
 		case *ast.KeyValueExpr:
-			if id, ok := n.Key.(*ast.Ident); ok && id.Name == "CheckRetry" {
+			switch id, _ := n.Key.(*ast.Ident); {
+			case id == nil:
+			case id.Name == "CheckRetry":
 				c.checkRetrySet = true
+			case id.Name == "RetryMax":
+				retryMaxes++
+				if isZero(c.pass.TypesInfo, n.Value) {
+					zeroes++
+				}
 			}
 		case *ast.CallExpr:
 			c.scanRestyCall(n)
@@ -123,6 +160,7 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 			}
 		}
 	})
+	c.retryMaxZero = retryMaxes > 0 && zeroes == retryMaxes
 }
 
 // scanRestyCall records what resty calls the package makes.
@@ -194,13 +232,13 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 		if fn.Name() == "NewRequestWithContext" {
 			arg = 1
 		}
-		if m, ok := c.method(call, arg); ok && unsafeMethod(m) && !keyed && !c.checkRetrySet {
-			c.pass.Reportf(call.Pos(), "%s retried by go-retryablehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+		if m, ok := c.method(call, arg); ok && unsafeMethod(m) && !keyed && !c.checkRetrySet && !c.retryMaxZero {
+			c.report(call.Pos(), "%s retried by go-retryablehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do, or exclude it in CheckRetry", m)
 		}
 	case path == pathRetryablehttp && (fn.Name() == "Post" || fn.Name() == "PostForm") && isMethod(fn):
-		if !keyed && !c.checkRetrySet {
-			c.pass.Reportf(call.Pos(), "POST retried by go-retryablehttp's Client.%s, which cannot carry an Idempotency-Key: a retry after a lost response repeats its effect; "+
+		if !keyed && !c.checkRetrySet && !c.retryMaxZero {
+			c.report(call.Pos(), "POST retried by go-retryablehttp's Client.%s, which cannot carry an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: build the request with retryablehttp.NewRequest, set its Idempotency-Key once, and send it with Do", fn.Name())
 		}
 	case path == pathRestyV2 && fn.Name() == "SetRetryCount" && isMethod(fn) && len(call.Args) == 1:
@@ -208,7 +246,7 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 			return // no retries
 		}
 		if c.restyUnsafeSend && !c.restyCondition && !c.keyNamedInPackage {
-			c.pass.Reportf(call.Pos(), "resty v2 retries every method after a transport error once SetRetryCount is above 0, "+
+			c.report(call.Pos(), "resty v2 retries every method after a transport error once SetRetryCount is above 0, "+
 				"and this package sends POST or PATCH with resty and no Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: set an Idempotency-Key header on each POST and PATCH (one per operation), or AddRetryCondition that refuses them")
 		}
@@ -216,22 +254,22 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 		// A function that sets, reads or checks the key header is taken
 		// to send keyed requests only.
 		if len(call.Args) == 1 && isTrue(c.pass.TypesInfo, call.Args[0]) && c.retryCountSet && !keyed && !c.mentionsKey(body) {
-			c.pass.Reportf(call.Pos(), "resty retries POST and PATCH here, with no Idempotency-Key of its own: a retry after a lost response repeats its effect; "+
+			c.report(call.Pos(), "resty retries POST and PATCH here, with no Idempotency-Key of its own: a retry after a lost response repeats its effect; "+
 				"fix: set an Idempotency-Key header on each such request (one per operation), or drop %s(true)", fn.Name())
 		}
 	case path == pathFailsafehttp && fn.Name() == "NewRequest" && len(call.Args) > 0:
 		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed {
-			c.pass.Reportf(call.Pos(), "%s retried by failsafehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+			c.report(call.Pos(), "%s retried by failsafehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before the request is wrapped", m)
 		}
 	case path == pathAWSConfig && fn.Name() == "LoadDefaultConfig" && c.retryhttpUsed:
 		if c.optionIn(call, pathAWSConfig, "WithHTTPClient") && !c.nopRetryer(call) {
-			c.pass.Reportf(call.Pos(), "aws-sdk-go-v2 retries over a retryhttp.Transport: two retry layers multiply attempts; "+
+			c.report(call.Pos(), "aws-sdk-go-v2 retries over a retryhttp.Transport: two retry layers multiply attempts; "+
 				"fix: config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} })")
 		}
 	case (strings.HasPrefix(path, pathOpenAIOption) || strings.HasPrefix(path, pathAnthropic)) && fn.Name() == "NewClient" && c.retryhttpUsed:
 		if c.optionIn(call, "", "WithHTTPClient") && !c.maxRetriesZero(call) {
-			c.pass.Reportf(call.Pos(), "the SDK retries (2 times by default) over a retryhttp.Transport: two retry layers multiply attempts; "+
+			c.report(call.Pos(), "the SDK retries (2 times by default) over a retryhttp.Transport: two retry layers multiply attempts; "+
 				"fix: option.WithMaxRetries(0)")
 		}
 	}
@@ -257,7 +295,7 @@ func (c *checker) stripeConfig(lit *ast.CompositeLit) {
 		}
 	}
 	if client && !zero {
-		c.pass.Reportf(lit.Pos(), "stripe-go retries over a retryhttp.Transport when MaxNetworkRetries is unset or above 0: two retry layers multiply attempts; "+
+		c.report(lit.Pos(), "stripe-go retries over a retryhttp.Transport when MaxNetworkRetries is unset or above 0: two retry layers multiply attempts; "+
 			"fix: MaxNetworkRetries: stripe.Int64(0)")
 	}
 }
@@ -270,18 +308,18 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 	}
 	for _, s := range sends {
 		if m, ok := c.sentMethod(body, s); ok && unsafeMethod(m) && !keyed {
-			c.pass.Reportf(s.Pos(), "%s retried by this loop without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+			c.report(s.Pos(), "%s retried by this loop without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before the loop", m)
 		}
 	}
 	for _, set := range c.keySets(loopBody) {
 		if generated(c.pass.TypesInfo, set.Args[1], loopBody) {
-			c.pass.Reportf(set.Pos(), "the Idempotency-Key is made anew on every attempt, so each retry is a new operation to the server; "+
+			c.report(set.Pos(), "the Idempotency-Key is made anew on every attempt, so each retry is a new operation to the server; "+
 				"fix: make the key once, before the loop")
 		}
 	}
 	if endless && !c.usesContext(loopBody) && !c.boundsAttempts(loopBody) {
-		c.pass.Reportf(loop.Pos(), "a retry loop with no attempt bound and no context: it retries forever while the dependency is down; "+
+		c.report(loop.Pos(), "a retry loop with no attempt bound and no context: it retries forever while the dependency is down; "+
 			"fix: bound it (for attempt := 1; attempt <= max; attempt++) and stop when ctx is done")
 	}
 }
@@ -435,11 +473,12 @@ func (c *checker) mentionsKey(body *ast.BlockStmt) bool {
 	return found
 }
 
-// usesContext reports whether a loop body refers to a context.Context.
+// usesContext reports whether a loop body refers to a context.Context: a
+// variable, or an expression such as req.Context().
 func (c *checker) usesContext(body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
-		if id, ok := n.(*ast.Ident); ok && isNamed(c.pass.TypesInfo.TypeOf(id), "context", "Context") {
+		if e, ok := n.(ast.Expr); ok && isNamed(c.pass.TypesInfo.TypeOf(e), "context", "Context") {
 			found = true
 		}
 		return !found
@@ -621,4 +660,53 @@ func namedIs(t types.Type, pathOK func(string) bool, name string) bool {
 		return false
 	}
 	return n.Obj().Name() == name && pathOK(n.Obj().Pkg().Path())
+}
+
+// ignoreAt is a line of a file.
+type ignoreAt struct {
+	file string
+	line int
+}
+
+const ignoreDirective = "//retryvet:ignore"
+
+// ignoreDirectives reads the package's //retryvet:ignore directives, and
+// reports those without a reason.
+func ignoreDirectives(pass *analysis.Pass) map[ignoreAt]string {
+	out := map[ignoreAt]string{}
+	for _, f := range pass.Files {
+		for _, g := range f.Comments {
+			for _, cm := range g.List {
+				rest, ok := strings.CutPrefix(cm.Text, ignoreDirective)
+				if !ok || rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+					continue
+				}
+				reason, _, _ := strings.Cut(rest, "//") // a comment after the reason is not the reason
+				reason = strings.TrimSpace(reason)
+				if reason == "" {
+					pass.Reportf(cm.Pos(), "%s needs a reason: say why the call is safe to repeat", ignoreDirective)
+					continue
+				}
+				p := pass.Fset.Position(cm.Pos())
+				out[ignoreAt{p.Filename, p.Line}] = reason
+			}
+		}
+	}
+	return out
+}
+
+// report reports a finding at pos, unless a //retryvet:ignore directive on
+// its line or the line before silences it (then only with -show-ignored,
+// with the directive's reason).
+func (c *checker) report(pos token.Pos, format string, args ...any) {
+	p := c.pass.Fset.Position(pos)
+	for _, line := range []int{p.Line, p.Line - 1} {
+		if reason, ok := c.ignored[ignoreAt{p.Filename, line}]; ok {
+			if showIgnored {
+				c.pass.Reportf(pos, "ignored (%s): "+format, append([]any{reason}, args...)...)
+			}
+			return
+		}
+	}
+	c.pass.Reportf(pos, format, args...)
 }

@@ -35,5 +35,17 @@ func testdata(t *testing.T) string {
 func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, testdata(t), retryvet.Analyzer,
 		"./unsafe_retries", "./unsafe_resty_v2", "./safe_retries", "./sdk_stacked",
-		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets")
+		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets",
+		"./safe_retrymax_zero", "./safe_ignored")
+}
+
+// With -show-ignored, a finding a directive silences is reported with
+// the directive's reason.
+func TestShowIgnored(t *testing.T) {
+	dir := testdata(t)
+	if err := retryvet.Analyzer.Flags.Set("show-ignored", "true"); err != nil {
+		t.Fatal(err)
+	}
+	defer retryvet.Analyzer.Flags.Set("show-ignored", "false")
+	analysistest.Run(t, dir, retryvet.Analyzer, "./ignored_shown")
 }

@@ -94,3 +94,18 @@ func restyWhenKeyed(r *http.Request, retries int) {
 	}
 	resty3.New().SetRetryCount(retries).SetRetryAllowNonIdempotent(true)
 }
+
+// An endless loop bounded by the request's own context.
+func untilRequestDone(c *http.Client, req *http.Request) {
+	for {
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+			return
+		}
+		select {
+		case <-req.Context().Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -94,3 +94,9 @@ func retryableClientPost(body []byte) {
 	c.RetryMax = 4
 	c.Post("https://api.example.com/login", "application/json", bytes.NewReader(body)) // want `POST retried by go-retryablehttp's Client.Post`
 }
+
+func ignoredWithoutReason(c *retryablehttp.Client) {
+	//retryvet:ignore // want `//retryvet:ignore needs a reason`
+	req, _ := retryablehttp.NewRequest("POST", "https://api.example.com/charges", nil) // want `POST retried by go-retryablehttp without an Idempotency-Key`
+	c.Do(req)
+}
