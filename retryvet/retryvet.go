@@ -6,8 +6,10 @@
 // It reports, each with a one-line fix:
 //
 //   - a POST or PATCH retried without an Idempotency-Key: by
-//     go-retryablehttp (a request made with retryablehttp.NewRequest and no
-//     key header, in a package that sets no CheckRetry), by resty v2
+//     go-retryablehttp (a request made with retryablehttp.NewRequest or
+//     wrapped by FromRequest, or an http.NewRequest sent through a
+//     StandardClient() kept in a variable or field, with no key header, in
+//     a package that sets no CheckRetry and no RetryMax but 0), by resty v2
 //     (SetRetryCount above 0 retries every method after a transport
 //     error: reported where the package also sends a POST or PATCH with
 //     resty, names no key header, and adds no retry condition that could
@@ -105,8 +107,9 @@ type checker struct {
 	retryCountSet bool // the package calls resty v3's SetRetryCount
 	retryhttpUsed bool // the package builds a retryhttp.Transport
 
-	ignored      map[ignoreAt]string // the //retryvet:ignore directives, by file and line, with their reasons
-	retryMaxZero bool                // every RetryMax the package sets is 0: its go-retryablehttp clients do not retry
+	ignored         map[ignoreAt]string   // the //retryvet:ignore directives, by file and line, with their reasons
+	retryMaxZero    bool                  // every RetryMax the package sets is 0: its go-retryablehttp clients do not retry
+	standardClients map[types.Object]bool // variables and fields holding a go-retryablehttp StandardClient(): retrying *http.Clients
 
 	restyUnsafeSend   bool // the package sends a POST or PATCH with resty v2
 	restyCondition    bool // the package adds a resty v2 retry condition that may read the method
@@ -119,6 +122,7 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 	ins.Preorder([]ast.Node{(*ast.AssignStmt)(nil), (*ast.KeyValueExpr)(nil), (*ast.CallExpr)(nil), (*ast.CompositeLit)(nil), (*ast.IndexExpr)(nil)}, func(n ast.Node) {
 		switch n := n.(type) {
 		case *ast.AssignStmt:
+			c.scanStandardClients(n.Lhs, n.Rhs)
 			for i, l := range n.Lhs {
 				sel, ok := l.(*ast.SelectorExpr)
 				switch {
@@ -133,6 +137,9 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 				}
 			}
 		case *ast.KeyValueExpr:
+			if id, ok := n.Key.(*ast.Ident); ok {
+				c.scanStandardClients([]ast.Expr{id}, []ast.Expr{n.Value})
+			}
 			switch id, _ := n.Key.(*ast.Ident); {
 			case id == nil:
 			case id.Name == "CheckRetry":
@@ -161,6 +168,41 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 		}
 	})
 	c.retryMaxZero = retryMaxes > 0 && zeroes == retryMaxes
+}
+
+// scanStandardClients records the variables and fields assigned a
+// go-retryablehttp Client's StandardClient(): a plain *http.Client whose
+// Do retries.
+func (c *checker) scanStandardClients(lhs, rhs []ast.Expr) {
+	if len(lhs) != len(rhs) {
+		return
+	}
+	for i, r := range rhs {
+		call, ok := ast.Unparen(r).(*ast.CallExpr)
+		if !ok {
+			continue
+		}
+		if fn := c.callee(call); fn == nil || pkgPath(fn) != pathRetryablehttp || fn.Name() != "StandardClient" {
+			continue
+		}
+		if obj := c.objectOf(lhs[i]); obj != nil {
+			if c.standardClients == nil {
+				c.standardClients = map[types.Object]bool{}
+			}
+			c.standardClients[obj] = true
+		}
+	}
+}
+
+// objectOf is the variable or field e names: x, or x.f.
+func (c *checker) objectOf(e ast.Expr) types.Object {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.Ident:
+		return c.pass.TypesInfo.ObjectOf(e)
+	case *ast.SelectorExpr:
+		return c.pass.TypesInfo.ObjectOf(e.Sel)
+	}
+	return nil
 }
 
 // scanRestyCall records what resty calls the package makes.
@@ -256,6 +298,20 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 		if len(call.Args) == 1 && isTrue(c.pass.TypesInfo, call.Args[0]) && c.retryCountSet && !keyed && !c.mentionsKey(body) {
 			c.report(call.Pos(), "resty retries POST and PATCH here, with no Idempotency-Key of its own: a retry after a lost response repeats its effect; "+
 				"fix: set an Idempotency-Key header on each such request (one per operation), or drop %s(true)", fn.Name())
+		}
+	case path == pathRetryablehttp && fn.Name() == "FromRequest" && len(call.Args) == 1:
+		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed && !c.checkRetrySet && !c.retryMaxZero {
+			c.report(call.Pos(), "%s retried by go-retryablehttp (FromRequest) without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before FromRequest", m)
+		}
+	case path == "net/http" && fn.Name() == "Do" && isMethod(fn) && len(call.Args) == 1 && c.standardClients != nil:
+		sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
+		if !ok || !c.standardClients[c.objectOf(sel.X)] {
+			return
+		}
+		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed && !c.checkRetrySet && !c.retryMaxZero {
+			c.report(call.Pos(), "%s retried by go-retryablehttp through StandardClient() without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do", m)
 		}
 	case path == pathFailsafehttp && fn.Name() == "NewRequest" && len(call.Args) > 0:
 		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed {
