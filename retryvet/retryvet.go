@@ -127,8 +127,8 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 				sel, ok := l.(*ast.SelectorExpr)
 				switch {
 				case !ok:
-				case sel.Sel.Name == "CheckRetry":
-					c.checkRetrySet = true
+				case sel.Sel.Name == "CheckRetry" && len(n.Rhs) == len(n.Lhs):
+					c.checkRetrySet = c.checkRetrySet || c.refusesUnsafe(n.Rhs[i])
 				case sel.Sel.Name == "RetryMax" && len(n.Rhs) == len(n.Lhs):
 					retryMaxes++
 					if isZero(c.pass.TypesInfo, n.Rhs[i]) {
@@ -143,7 +143,7 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 			switch id, _ := n.Key.(*ast.Ident); {
 			case id == nil:
 			case id.Name == "CheckRetry":
-				c.checkRetrySet = true
+				c.checkRetrySet = c.checkRetrySet || c.refusesUnsafe(n.Value)
 			case id.Name == "RetryMax":
 				retryMaxes++
 				if isZero(c.pass.TypesInfo, n.Value) {
@@ -229,6 +229,58 @@ func (c *checker) scanRestyCall(call *ast.CallExpr) {
 			c.restyCondition = true
 		}
 	}
+}
+
+// refusesUnsafe reports whether a CheckRetry may refuse to retry a POST:
+// one that reads the request's method, or never retries. Most retry
+// every method (go-retryablehttp's DefaultRetryPolicy and
+// ErrorPropagatedRetryPolicy do): those leave a POST as unsafe as before.
+// A function retryvet cannot read (a variable, another package's that is
+// not go-retryablehttp's) is given the benefit of the doubt.
+func (c *checker) refusesUnsafe(e ast.Expr) bool {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.FuncLit:
+		return readsMethod(e.Body) || neverRetries(c.pass.TypesInfo, e.Body)
+	case *ast.Ident, *ast.SelectorExpr:
+		fn, ok := c.objectOf(e).(*types.Func)
+		switch {
+		case !ok:
+			return true
+		case pkgPath(fn) == pathRetryablehttp:
+			return false
+		case fn.Pkg() != c.pass.Pkg:
+			return true
+		}
+		for _, f := range c.pass.Files {
+			for _, d := range f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil && c.pass.TypesInfo.Defs[fd.Name] == fn {
+					return readsMethod(fd.Body) || neverRetries(c.pass.TypesInfo, fd.Body)
+				}
+			}
+		}
+	}
+	return true
+}
+
+// neverRetries reports whether every return of body (a CheckRetry's)
+// returns false first.
+func neverRetries(info *types.Info, body *ast.BlockStmt) bool {
+	returns, falses := 0, 0
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			return false
+		case *ast.ReturnStmt:
+			returns++
+			if len(n.Results) > 0 {
+				if tv, ok := info.Types[n.Results[0]]; ok && tv.Value != nil && tv.Value.Kind() == constant.Bool && !constant.BoolVal(tv.Value) {
+					falses++
+				}
+			}
+		}
+		return true
+	})
+	return returns > 0 && returns == falses
 }
 
 // readsMethod reports whether n reads a field or method named Method.
@@ -374,7 +426,7 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 				"fix: make the key once, before the loop")
 		}
 	}
-	if endless && !c.usesContext(loopBody) && !c.boundsAttempts(loopBody) {
+	if endless && !c.usesContext(loopBody) && !c.boundsAttempts(loop, loopBody) {
 		c.report(loop.Pos(), "a retry loop with no attempt bound and no context: it retries forever while the dependency is down; "+
 			"fix: bound it (for attempt := 1; attempt <= max; attempt++) and stop when ctx is done")
 	}
@@ -543,8 +595,10 @@ func (c *checker) usesContext(body *ast.BlockStmt) bool {
 }
 
 // boundsAttempts reports whether a loop body leaves the loop under a
-// comparison of integers (an attempt counter: if n >= max { break }).
-func (c *checker) boundsAttempts(body *ast.BlockStmt) bool {
+// comparison of integers (an attempt counter: if n >= max { break }), or
+// under a call given a counter the loop counts up (if !shouldRetry(err,
+// n) { return }: the bound is the helper's, as in stripe-go).
+func (c *checker) boundsAttempts(loop ast.Node, body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
 		ifs, ok := n.(*ast.IfStmt)
@@ -552,7 +606,8 @@ func (c *checker) boundsAttempts(body *ast.BlockStmt) bool {
 			return !found
 		}
 		be, ok := ifs.Cond.(*ast.BinaryExpr)
-		if !ok || be.Op != token.GTR && be.Op != token.GEQ && be.Op != token.LSS && be.Op != token.LEQ && be.Op != token.EQL || !isInteger(c.pass.TypesInfo.TypeOf(be.X)) {
+		comparison := ok && (be.Op == token.GTR || be.Op == token.GEQ || be.Op == token.LSS || be.Op == token.LEQ || be.Op == token.EQL) && isInteger(c.pass.TypesInfo.TypeOf(be.X))
+		if !comparison && !c.gatedByCounter(loop, ifs.Cond) {
 			return true
 		}
 		ast.Inspect(ifs.Body, func(n ast.Node) bool {
@@ -566,6 +621,47 @@ func (c *checker) boundsAttempts(body *ast.BlockStmt) bool {
 			}
 			return !found
 		})
+		return !found
+	})
+	return found
+}
+
+// gatedByCounter reports whether cond is a call (or its negation) given
+// an integer variable that loop counts up (n++ or n += k).
+func (c *checker) gatedByCounter(loop ast.Node, cond ast.Expr) bool {
+	if u, ok := ast.Unparen(cond).(*ast.UnaryExpr); ok && u.Op == token.NOT {
+		cond = u.X
+	}
+	call, ok := ast.Unparen(cond).(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	for _, a := range call.Args {
+		id, ok := ast.Unparen(a).(*ast.Ident)
+		if !ok || !isInteger(c.pass.TypesInfo.TypeOf(id)) {
+			continue
+		}
+		if obj := c.pass.TypesInfo.ObjectOf(id); obj != nil && c.countsUp(loop, obj) {
+			return true
+		}
+	}
+	return false
+}
+
+// countsUp reports whether n increments obj (obj++, obj += k).
+func (c *checker) countsUp(n ast.Node, obj types.Object) bool {
+	found := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		switch s := n.(type) {
+		case *ast.IncDecStmt:
+			if id, ok := s.X.(*ast.Ident); ok && s.Tok == token.INC && c.pass.TypesInfo.ObjectOf(id) == obj {
+				found = true
+			}
+		case *ast.AssignStmt:
+			if id, ok := s.Lhs[0].(*ast.Ident); ok && s.Tok == token.ADD_ASSIGN && c.pass.TypesInfo.ObjectOf(id) == obj {
+				found = true
+			}
+		}
 		return !found
 	})
 	return found

@@ -100,3 +100,17 @@ func ignoredWithoutReason(c *retryablehttp.Client) {
 	req, _ := retryablehttp.NewRequest("POST", "https://api.example.com/charges", nil) // want `POST retried by go-retryablehttp without an Idempotency-Key`
 	c.Do(req)
 }
+
+func healthy(err error) bool { return err == nil }
+
+// The call that gates the loop's exit is given no counter: nothing bounds
+// the attempts.
+func foreverHelper(c *http.Client) {
+	for { // want `a retry loop with no attempt bound and no context`
+		_, err := c.Get("https://api.example.com/health")
+		if healthy(err) {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
