@@ -20,7 +20,10 @@
 //     every attempt is a new operation;
 //   - SDK retries left on over a retryhttp.Transport: stripe-go without
 //     MaxNetworkRetries 0, aws-sdk-go-v2 without aws.NopRetryer, openai-go
-//     and anthropic-sdk-go without option.WithMaxRetries(0);
+//     and anthropic-sdk-go without option.WithMaxRetries(0), looking at
+//     the client handed to the SDK (an http.Client literal, or a variable
+//     or field assigned one); a client it cannot trace counts as retrying
+//     when the package builds a retryhttp.Transport;
 //   - a retry loop (a for without a condition that sends and sleeps) with no
 //     attempt bound and no context.
 //
@@ -110,6 +113,7 @@ type checker struct {
 	ignored         map[ignoreAt]string   // the //retryvet:ignore directives, by file and line, with their reasons
 	retryMaxZero    bool                  // every RetryMax the package sets is 0: its go-retryablehttp clients do not retry
 	standardClients map[types.Object]bool // variables and fields holding a go-retryablehttp StandardClient(): retrying *http.Clients
+	httpClients     map[types.Object]bool // variables and fields assigned an http.Client literal: true when its Transport is a retryhttp.Transport
 
 	restyUnsafeSend   bool // the package sends a POST or PATCH with resty v2
 	restyCondition    bool // the package adds a resty v2 retry condition that may read the method
@@ -119,10 +123,18 @@ type checker struct {
 // scanPackage records the package-wide facts the checks depend on.
 func (c *checker) scanPackage(ins *inspector.Inspector) {
 	retryMaxes, zeroes := 0, 0 // RetryMax assignments, and those of 0
-	ins.Preorder([]ast.Node{(*ast.AssignStmt)(nil), (*ast.KeyValueExpr)(nil), (*ast.CallExpr)(nil), (*ast.CompositeLit)(nil), (*ast.IndexExpr)(nil)}, func(n ast.Node) {
+	ins.Preorder([]ast.Node{(*ast.AssignStmt)(nil), (*ast.KeyValueExpr)(nil), (*ast.CallExpr)(nil), (*ast.CompositeLit)(nil), (*ast.IndexExpr)(nil), (*ast.ValueSpec)(nil)}, func(n ast.Node) {
 		switch n := n.(type) {
+		case *ast.ValueSpec:
+			lhs := make([]ast.Expr, len(n.Names))
+			for i, id := range n.Names {
+				lhs[i] = id
+			}
+			c.scanStandardClients(lhs, n.Values)
+			c.scanHTTPClients(lhs, n.Values)
 		case *ast.AssignStmt:
 			c.scanStandardClients(n.Lhs, n.Rhs)
+			c.scanHTTPClients(n.Lhs, n.Rhs)
 			for i, l := range n.Lhs {
 				sel, ok := l.(*ast.SelectorExpr)
 				switch {
@@ -139,6 +151,7 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 		case *ast.KeyValueExpr:
 			if id, ok := n.Key.(*ast.Ident); ok {
 				c.scanStandardClients([]ast.Expr{id}, []ast.Expr{n.Value})
+				c.scanHTTPClients([]ast.Expr{id}, []ast.Expr{n.Value})
 			}
 			switch id, _ := n.Key.(*ast.Ident); {
 			case id == nil:
@@ -192,6 +205,75 @@ func (c *checker) scanStandardClients(lhs, rhs []ast.Expr) {
 			c.standardClients[obj] = true
 		}
 	}
+}
+
+// scanHTTPClients records the variables and fields assigned an
+// http.Client literal, and whether it sends through a retryhttp.Transport.
+func (c *checker) scanHTTPClients(lhs, rhs []ast.Expr) {
+	if len(lhs) != len(rhs) {
+		return
+	}
+	for i, r := range rhs {
+		retrying, ok := c.clientLiteral(r)
+		if !ok {
+			continue
+		}
+		if obj := c.objectOf(lhs[i]); obj != nil {
+			if c.httpClients == nil {
+				c.httpClients = map[types.Object]bool{}
+			}
+			c.httpClients[obj] = c.httpClients[obj] || retrying
+		}
+	}
+}
+
+// clientLiteral reports whether e is an http.Client literal (or its
+// address), and whether its Transport is a retryhttp.Transport.
+func (c *checker) clientLiteral(e ast.Expr) (retrying, ok bool) {
+	e = ast.Unparen(e)
+	if u, isAddr := e.(*ast.UnaryExpr); isAddr && u.Op == token.AND {
+		e = u.X
+	}
+	lit, isLit := e.(*ast.CompositeLit)
+	if !isLit || !isNamed(c.pass.TypesInfo.TypeOf(lit), "net/http", "Client") {
+		return false, false
+	}
+	for _, el := range lit.Elts {
+		if kv, isKV := el.(*ast.KeyValueExpr); isKV {
+			if id, _ := kv.Key.(*ast.Ident); id != nil && id.Name == "Transport" && isNamed(c.pass.TypesInfo.TypeOf(kv.Value), pathRetryhttp, "Transport") {
+				return true, true
+			}
+		}
+	}
+	return false, true
+}
+
+// retryingClient reports whether e, the HTTP client given to an SDK,
+// sends through a retryhttp.Transport: an http.Client literal, or a
+// variable or field assigned one in the package. A client retryvet cannot
+// trace (a parameter, a value from another package) counts as retrying
+// when the package builds a retryhttp.Transport.
+func (c *checker) retryingClient(e ast.Expr) bool {
+	if retrying, ok := c.clientLiteral(e); ok {
+		return retrying
+	}
+	if retrying, ok := c.httpClients[c.objectOf(e)]; ok {
+		return retrying
+	}
+	return c.retryhttpUsed
+}
+
+// optionArg returns the argument of the option call named name (from a
+// package under path, if path is set) among call's arguments.
+func (c *checker) optionArg(call *ast.CallExpr, path, name string) (ast.Expr, bool) {
+	for _, a := range call.Args {
+		if ac, ok := ast.Unparen(a).(*ast.CallExpr); ok && len(ac.Args) == 1 {
+			if fn := c.callee(ac); fn != nil && fn.Name() == name && (path == "" || strings.HasPrefix(pkgPath(fn), path)) {
+				return ac.Args[0], true
+			}
+		}
+	}
+	return nil, false
 }
 
 // objectOf is the variable or field e names: x, or x.f.
@@ -370,13 +452,13 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 			c.report(call.Pos(), "%s retried by failsafehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before the request is wrapped", m)
 		}
-	case path == pathAWSConfig && fn.Name() == "LoadDefaultConfig" && c.retryhttpUsed:
-		if c.optionIn(call, pathAWSConfig, "WithHTTPClient") && !c.nopRetryer(call) {
+	case path == pathAWSConfig && fn.Name() == "LoadDefaultConfig":
+		if hc, ok := c.optionArg(call, pathAWSConfig, "WithHTTPClient"); ok && c.retryingClient(hc) && !c.nopRetryer(call) {
 			c.report(call.Pos(), "aws-sdk-go-v2 retries over a retryhttp.Transport: two retry layers multiply attempts; "+
 				"fix: config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} })")
 		}
-	case (strings.HasPrefix(path, pathOpenAIOption) || strings.HasPrefix(path, pathAnthropic)) && fn.Name() == "NewClient" && c.retryhttpUsed:
-		if c.optionIn(call, "", "WithHTTPClient") && !c.maxRetriesZero(call) {
+	case (strings.HasPrefix(path, pathOpenAIOption) || strings.HasPrefix(path, pathAnthropic)) && fn.Name() == "NewClient":
+		if hc, ok := c.optionArg(call, "", "WithHTTPClient"); ok && c.retryingClient(hc) && !c.maxRetriesZero(call) {
 			c.report(call.Pos(), "the SDK retries (2 times by default) over a retryhttp.Transport: two retry layers multiply attempts; "+
 				"fix: option.WithMaxRetries(0)")
 		}
@@ -385,7 +467,7 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 
 // stripeConfig checks a stripe.BackendConfig with an HTTPClient.
 func (c *checker) stripeConfig(lit *ast.CompositeLit) {
-	if !c.retryhttpUsed || !isNamedPrefix(c.pass.TypesInfo.TypeOf(lit), pathStripe, "BackendConfig") {
+	if !isNamedPrefix(c.pass.TypesInfo.TypeOf(lit), pathStripe, "BackendConfig") {
 		return
 	}
 	var client, zero bool
@@ -397,7 +479,7 @@ func (c *checker) stripeConfig(lit *ast.CompositeLit) {
 		switch id, _ := kv.Key.(*ast.Ident); {
 		case id == nil:
 		case id.Name == "HTTPClient":
-			client = true
+			client = c.retryingClient(kv.Value)
 		case id.Name == "MaxNetworkRetries":
 			zero = callOfZero(c.pass.TypesInfo, kv.Value)
 		}
@@ -665,19 +747,6 @@ func (c *checker) countsUp(n ast.Node, obj types.Object) bool {
 		return !found
 	})
 	return found
-}
-
-// optionIn reports whether one of call's arguments is a call of a function
-// named name (from a package under path, if path is set).
-func (c *checker) optionIn(call *ast.CallExpr, path, name string) bool {
-	for _, a := range call.Args {
-		if ac, ok := ast.Unparen(a).(*ast.CallExpr); ok {
-			if fn := c.callee(ac); fn != nil && fn.Name() == name && (path == "" || strings.HasPrefix(pkgPath(fn), path)) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // nopRetryer reports whether call passes config.WithRetryer with an
