@@ -27,8 +27,15 @@
 //   - a retry loop (a for without a condition that sends and sleeps) with no
 //     attempt bound and no context.
 //
+// A request builder that forwards its method parameter into a request
+// go-retryablehttp retries (an SDK's NewRequest(method, path, ...)) is
+// remembered as an analysis fact, across functions and packages, and the
+// calls that pass it POST or PATCH are reported where the constant is.
+//
 // What it cannot see it does not report: a method chosen at run time, a
-// key set in another function, a Transport built in another package.
+// key set in another function, a Transport built in another package, a
+// request built in one function and sent through a StandardClient in
+// another.
 //
 // A call that the protocol makes safe to repeat, which no rule can know (a
 // POST that writes at an offset, say), is marked with a directive on its
@@ -61,11 +68,12 @@ var showIgnored bool
 
 func newAnalyzer() *analysis.Analyzer {
 	a := &analysis.Analyzer{
-		Name:     "retryvet",
-		Doc:      "report retries that can repeat a side effect: POST/PATCH retried without an Idempotency-Key, keys made per attempt, SDK retries over a retrying Transport, unbounded retry loops",
-		URL:      "https://pkg.go.dev/github.com/retryhttp/retryhttp/retryvet",
-		Requires: []*analysis.Analyzer{inspect.Analyzer},
-		Run:      run,
+		Name:      "retryvet",
+		Doc:       "report retries that can repeat a side effect: POST/PATCH retried without an Idempotency-Key, keys made per attempt, SDK retries over a retrying Transport, unbounded retry loops",
+		URL:       "https://pkg.go.dev/github.com/retryhttp/retryhttp/retryvet",
+		Requires:  []*analysis.Analyzer{inspect.Analyzer},
+		Run:       run,
+		FactTypes: []analysis.Fact{new(retriedMethod)},
 	}
 	a.Flags.BoolVar(&showIgnored, "show-ignored", false, "also report the findings a //retryvet:ignore directive silences, with its reason")
 	return a
@@ -88,6 +96,9 @@ func run(pass *analysis.Pass) (any, error) {
 	ins := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
 	c := &checker{pass: pass, ignored: ignoreDirectives(pass)}
 	c.scanPackage(ins)
+	var decls []*ast.FuncDecl
+	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil)}, func(n ast.Node) { decls = append(decls, n.(*ast.FuncDecl)) })
+	c.forwarders(decls)
 	ins.Preorder([]ast.Node{(*ast.CompositeLit)(nil)}, func(n ast.Node) { c.stripeConfig(n.(*ast.CompositeLit)) })
 	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)}, func(n ast.Node) {
 		var body *ast.BlockStmt
@@ -317,8 +328,10 @@ func (c *checker) scanRestyCall(call *ast.CallExpr) {
 // one that reads the request's method, or never retries. Most retry
 // every method (go-retryablehttp's DefaultRetryPolicy and
 // ErrorPropagatedRetryPolicy do): those leave a POST as unsafe as before.
-// A function retryvet cannot read (a variable, another package's that is
-// not go-retryablehttp's) is given the benefit of the doubt.
+// A variable (an option a caller may pass, as an SDK's WithCustomRetry
+// takes one) is the caller's choice, not the package's default: it hides
+// nothing. Another package's function retryvet cannot read is given the
+// benefit of the doubt.
 func (c *checker) refusesUnsafe(e ast.Expr) bool {
 	switch e := ast.Unparen(e).(type) {
 	case *ast.FuncLit:
@@ -327,7 +340,7 @@ func (c *checker) refusesUnsafe(e ast.Expr) bool {
 		fn, ok := c.objectOf(e).(*types.Func)
 		switch {
 		case !ok:
-			return true
+			return false
 		case pkgPath(fn) == pathRetryablehttp:
 			return false
 		case fn.Pkg() != c.pass.Pkg:
@@ -401,6 +414,7 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 	if fn == nil {
 		return
 	}
+	c.forwardedCall(call, keyed)
 	path := pkgPath(fn)
 	switch {
 	case path == pathRetryablehttp && (fn.Name() == "NewRequest" || fn.Name() == "NewRequestWithContext"):

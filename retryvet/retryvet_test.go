@@ -34,7 +34,7 @@ func testdata(t *testing.T) string {
 // nothing where the code is safe (the safe_ packages).
 func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, testdata(t), retryvet.Analyzer,
-		"./sdk_plain_client", "./unsafe_retries", "./unsafe_resty_v2", "./unsafe_standard_client", "./unsafe_checkretry", "./safe_retries", "./sdk_stacked",
+		"./sdk_plain_client", "./forward/...", "./unsafe_retries", "./unsafe_resty_v2", "./unsafe_standard_client", "./unsafe_checkretry", "./safe_retries", "./sdk_stacked",
 		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets",
 		"./safe_retrymax_zero", "./safe_ignored", "./safe_checkretry_method", "./safe_retry_helper")
 }
