@@ -8,7 +8,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -108,25 +107,7 @@ func TestMySQLLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if got.Add(1) == 1 {
-			proxy.Refuse() // the relay's database is down with the answer on its way
-			proxy.CutAll()
-			time.AfterFunc(300*time.Millisecond, proxy.Heal)
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer srv.Close()
-	id, err := o.Enqueue(context.Background(), direct, outbox.Message{URL: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Lease: 3 * time.Second, PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	outboxtest.Eventually(t, "delivered", func() bool { return state(t, mine, id).Status == outbox.Delivered })
-	if s := state(t, mine, id); s.Deliveries != 1 || got.Load() != 1 {
-		t.Fatalf("recorded after %d deliveries, the receiver got it %d times: want once, the lost outcome written before the lease ran out", s.Deliveries, got.Load())
-	}
+	testLostOutcome(t, mine, o, direct, proxy)
 }
 
 // The embedded migrations build the table, safely from many replicas at

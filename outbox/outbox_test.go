@@ -567,10 +567,19 @@ func TestLostOutcomeIsRecordedBeforeTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testLostOutcome(t, mine, o, direct, proxy)
+}
+
+// testLostOutcome: o reaches its database through proxy, mine the same
+// table directly (through direct). The proxy refuses connections just as
+// the receiver accepts the delivery; the outcome is written once it heals,
+// before the lease ends, so the message is delivered once.
+func testLostOutcome(t *testing.T, mine, o *outbox.Outbox, direct outbox.Querier, proxy *faultproxy.Proxy) {
 	var got atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if got.Add(1) == 1 {
 			proxy.Refuse() // the relay's database is down with the answer on its way
+			proxy.CutAll()
 			time.AfterFunc(300*time.Millisecond, proxy.Heal)
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -193,45 +191,6 @@ func TestMigrations(t *testing.T) {
 	}
 }
 
-// chargeHandler writes one charge row through the request's transaction
-// and answers by the script: "ok" (201), "503", "panic", "slow" (then
-// 201), one step per run.
-type chargeHandler struct {
-	table  string
-	mu     sync.Mutex
-	script []string
-	n      int
-}
-
-func (h *chargeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mu.Lock()
-	step := h.script[min(h.n, len(h.script)-1)]
-	h.n++
-	h.mu.Unlock()
-	tx, err := mysqlstore.Tx(r.Context())
-	if err != nil {
-		http.Error(w, err.Error(), 500)
-		return
-	}
-	res, err := tx.ExecContext(r.Context(), "INSERT INTO "+h.table+" (amount) VALUES (100)")
-	if err != nil {
-		http.Error(w, err.Error(), 500)
-		return
-	}
-	id, _ := res.LastInsertId()
-	switch step {
-	case "503":
-		http.Error(w, "downstream unavailable", http.StatusServiceUnavailable)
-		return
-	case "panic":
-		panic("handler bug")
-	case "slow":
-		time.Sleep(400 * time.Millisecond)
-	}
-	w.WriteHeader(http.StatusCreated)
-	fmt.Fprintf(w, `{"id":%d}`, id)
-}
-
 func chargesTable(t *testing.T, db *sql.DB) string {
 	t.Helper()
 	table := tableName("charges")
@@ -250,100 +209,28 @@ func countRows(t *testing.T, db *sql.DB, table string) (n int) {
 	return n
 }
 
-// stalled is a store whose claims are never extended, as when the process
-// holding them is cut off from the database: they expire under a running
-// handler.
-type stalled struct{ *mysqlstore.Store }
-
-func (stalled) Extend(context.Context, idempotency.ExtendParams) error { return nil }
-
-func txServer(t *testing.T, s idempotency.TxStore, h http.Handler, lock time.Duration) string {
-	m, err := idempotency.New(idempotency.Options{Store: s, Transactional: true, LockTimeout: lock, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				http.Error(w, fmt.Sprint(v), 500)
-			}
-		}()
-		m.Handler(h).ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-func postKey(t *testing.T, url, key string) (int, string) {
-	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"amount":100}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Error(err)
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 func TestTransactional(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		script  []string
-		codes   []int
-		charges int
-	}{
-		{"effect and response commit together", []string{"ok"}, []int{201, 201, 201, 201, 201}, 1},
-		{"a 503 rolls the effect back and frees the key", []string{"503", "ok"}, []int{503, 201, 201}, 1},
-		{"a panic rolls back and frees the key", []string{"panic", "ok"}, []int{500, 201}, 1},
-		{"only the 503 runs: nothing committed", []string{"503"}, []int{503, 503}, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			db := mysqltest.DB(t)
-			charges := chargesTable(t, db)
-			s, _ := newStoreOn(t, db)
-			url := txServer(t, s, &chargeHandler{table: charges, script: tc.script}, 0)
-			var first string
-			for i, want := range tc.codes {
-				code, body := postKey(t, url, "tx-key")
-				if code != want {
-					t.Fatalf("request %d: %d %s, want %d", i+1, code, body, want)
-				}
-				if code == 201 && first == "" {
-					first = body
-				} else if code == 201 && body != first {
-					t.Fatalf("request %d: %s, want the replay of %s", i+1, body, first)
-				}
-			}
-			if n := countRows(t, db, charges); n != tc.charges {
-				t.Fatalf("%d charges, want %d", n, tc.charges)
-			}
-		})
-	}
-	t.Run("a request whose claim expired cannot commit", func(t *testing.T) {
+	storetest.RunTransactional(t, func(t *testing.T) storetest.TxEnv {
 		db := mysqltest.DB(t)
 		charges := chargesTable(t, db)
 		s, _ := newStoreOn(t, db)
-		h := &chargeHandler{table: charges, script: []string{"slow", "ok"}}
-		url := txServer(t, stalled{s}, h, 150*time.Millisecond)
-		slow := make(chan int)
-		go func() { code, _ := postKey(t, url, "tx-4"); slow <- code }()
-		time.Sleep(250 * time.Millisecond) // past the lock timeout, while the first still runs
-		if code, _ := postKey(t, url, "tx-4"); code != 201 {
-			t.Fatalf("second: %d, want 201 after the lock timeout", code)
-		}
-		if code := <-slow; code != 503 {
-			t.Errorf("the slow first request answered %d, want 503 (its commit must fail)", code)
-		}
-		if n := countRows(t, db, charges); n != 1 {
-			t.Fatalf("%d charges, want 1: the slow request's effect must roll back", n)
-		}
-	})
-	t.Run("Tx outside transactional mode", func(t *testing.T) {
-		if _, err := mysqlstore.Tx(context.Background()); err != mysqlstore.ErrNoTx {
-			t.Fatalf("Tx: %v, want ErrNoTx", err)
+		return storetest.TxEnv{
+			Store: s,
+			Charge: func(r *http.Request) (int64, error) {
+				tx, err := mysqlstore.Tx(r.Context())
+				if err != nil {
+					return 0, err
+				}
+				res, err := tx.ExecContext(r.Context(), "INSERT INTO "+charges+" (amount) VALUES (100)")
+				if err != nil {
+					return 0, err
+				}
+				return res.LastInsertId()
+			},
+			Charges: func() int { return countRows(t, db, charges) },
 		}
 	})
+	if _, err := mysqlstore.Tx(context.Background()); err != mysqlstore.ErrNoTx {
+		t.Fatalf("Tx outside transactional mode: %v, want ErrNoTx", err)
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -149,32 +148,6 @@ func (h *chargeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"id":%d}`, id)
 }
 
-// stalled is a store whose claims are never extended, as when the process
-// holding them is cut off from the database: they expire under a running
-// handler.
-type stalled struct{ *pgstore.Store }
-
-func (stalled) Extend(context.Context, idempotency.ExtendParams) error { return nil }
-
-func txServer(t *testing.T, s idempotency.TxStore, h http.Handler, lock time.Duration) string {
-	m, err := idempotency.New(idempotency.Options{Store: s, Transactional: true, LockTimeout: lock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Recover handler panics here so the server keeps serving; the
-	// middleware has re-raised them after releasing the claim.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				http.Error(w, fmt.Sprint(v), 500)
-			}
-		}()
-		m.Handler(h).ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 func postKey(t *testing.T, url, key string) (int, string) {
 	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"amount":100}`))
 	req.Header.Set("Content-Type", "application/json")
@@ -189,63 +162,21 @@ func postKey(t *testing.T, url, key string) (int, string) {
 }
 
 func TestTransactional(t *testing.T) {
-	// Requests with one key, in sequence: the answers, and the charges that
-	// are committed at the end.
-	for _, tc := range []struct {
-		name    string
-		script  []string
-		codes   []int
-		charges int
-	}{
-		{"effect and response commit together", []string{"ok"}, []int{201, 201, 201, 201, 201}, 1},
-		{"a 503 rolls the effect back and frees the key", []string{"503", "ok"}, []int{503, 201, 201}, 1},
-		{"a panic rolls back and frees the key", []string{"panic", "ok"}, []int{500, 201}, 1},
-		{"only the 503 runs: nothing committed", []string{"503"}, []int{503, 503}, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := pool(t)
-			charges := chargesTable(t, p)
-			url := txServer(t, newStore(t), &chargeHandler{table: charges, script: tc.script}, 0)
-			var first string
-			for i, want := range tc.codes {
-				code, body := postKey(t, url, "tx-key")
-				if code != want {
-					t.Fatalf("request %d: %d %s, want %d", i+1, code, body, want)
-				}
-				if code == 201 && first == "" {
-					first = body
-				} else if code == 201 && body != first {
-					t.Fatalf("request %d: %s, want the replay of %s", i+1, body, first)
-				}
-			}
-			if n := countRows(t, p, charges); n != tc.charges {
-				t.Fatalf("%d charges, want %d", n, tc.charges)
-			}
-		})
-	}
-	t.Run("a request whose claim expired cannot commit", func(t *testing.T) {
-		s := stalled{newStore(t)}
+	storetest.RunTransactional(t, func(t *testing.T) storetest.TxEnv {
 		p := pool(t)
 		charges := chargesTable(t, p)
-		h := &chargeHandler{table: charges, script: []string{"slow", "ok"}}
-		url := txServer(t, s, h, 150*time.Millisecond)
-		slow := make(chan int)
-		go func() { code, _ := postKey(t, url, "tx-4"); slow <- code }()
-		time.Sleep(250 * time.Millisecond) // past the lock timeout, while the first still runs
-		if code, _ := postKey(t, url, "tx-4"); code != 201 {
-			t.Fatalf("second: %d, want 201 after the lock timeout", code)
-		}
-		if code := <-slow; code != 503 {
-			t.Errorf("the slow first request answered %d, want 503 (its commit must fail)", code)
-		}
-		if n := countRows(t, p, charges); n != 1 {
-			t.Fatalf("%d charges, want 1: the slow request's effect must roll back", n)
-		}
-	})
-	t.Run("needs a TxStore", func(t *testing.T) {
-		_, err := idempotency.New(idempotency.Options{Transactional: true})
-		if err == nil || !strings.Contains(err.Error(), "needs a TxStore") {
-			t.Fatalf("err = %v", err)
+		return storetest.TxEnv{
+			Store: newStore(t),
+			Charge: func(r *http.Request) (int64, error) {
+				tx, err := pgstore.Tx(r.Context())
+				if err != nil {
+					return 0, err
+				}
+				var id int64
+				err = tx.QueryRow(r.Context(), "INSERT INTO "+charges+" (amount) VALUES (100) RETURNING id").Scan(&id)
+				return id, err
+			},
+			Charges: func() int { return countRows(t, p, charges) },
 		}
 	})
 }
