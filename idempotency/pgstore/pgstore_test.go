@@ -109,43 +109,24 @@ func countRows(t *testing.T, p *pgxpool.Pool, table string) int {
 	return n
 }
 
-// chargeHandler inserts a charge through the request's transaction and
-// answers with the outcome the test scripts.
-type chargeHandler struct {
-	table  string
-	mu     sync.Mutex
-	script []string // "ok", "503", "panic", "slow"; the last repeats
-	calls  int
-}
-
-func (h *chargeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mu.Lock()
-	step := h.script[min(h.calls, len(h.script)-1)]
-	h.calls++
-	h.mu.Unlock()
-	tx, err := pgstore.Tx(r.Context())
-	if err != nil {
-		http.Error(w, err.Error(), 500)
-		return
-	}
-	var id int64
-	err = tx.QueryRow(r.Context(), "INSERT INTO "+h.table+" (amount, idem_key) VALUES (100, $1) RETURNING id",
-		r.Header.Get("Idempotency-Key")).Scan(&id)
-	if err != nil {
-		http.Error(w, err.Error(), 500)
-		return
-	}
-	switch step {
-	case "503":
-		http.Error(w, "downstream unavailable", http.StatusServiceUnavailable)
-		return
-	case "panic":
-		panic("handler bug")
-	case "slow":
-		time.Sleep(400 * time.Millisecond)
-	}
-	w.WriteHeader(http.StatusCreated)
-	fmt.Fprintf(w, `{"id":%d}`, id)
+// charge inserts a charge, keyed by the request's Idempotency-Key,
+// through the request's transaction, and answers 201 with its ID.
+func charge(table string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx, err := pgstore.Tx(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		var id int64
+		if err := tx.QueryRow(r.Context(), "INSERT INTO "+table+" (amount, idem_key) VALUES (100, $1) RETURNING id",
+			r.Header.Get("Idempotency-Key")).Scan(&id); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":%d}`, id)
+	})
 }
 
 func postKey(t *testing.T, url, key string) (int, string) {
@@ -203,7 +184,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	srv := retryhttptest.Start(t, retryhttptest.Script{"/charges": steps},
-		retryhttptest.Options{Handler: m.Handler(&chargeHandler{table: charges, script: []string{"ok"}})})
+		retryhttptest.Options{Handler: m.Handler(charge(charges))})
 	tr := &retryhttp.Transport{
 		Base:                 srv.Transport(),
 		InjectIdempotencyKey: true,
