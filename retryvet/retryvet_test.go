@@ -14,7 +14,7 @@ import (
 // The test packages build against the real libraries, at the versions
 // testdata/mod/go.mod states (go-retryablehttp v0.7.8, resty v2.17.2 and
 // resty.dev/v3 v3.0.0-rc.4, failsafe-go v0.9.8, stripe-go v82.5.1,
-// aws-sdk-go-v2 config v1.33.18, openai-go v3.98.0), so a rule keyed on a
+// aws-sdk-go-v2 config v1.33.18, openai-go v3.98.0, anthropic-sdk-go v2.16.0), so a rule keyed on a
 // method the library lacks does not compile, and one that fires only on a
 // stub cannot pass. analysistest loads them with GOPROXY=off: download
 // them first.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/openai/openai-go/v3"
@@ -34,4 +36,12 @@ func openaiLeft() {
 
 func openaiOff() {
 	openai.NewClient(option.WithHTTPClient(httpClient), option.WithMaxRetries(0))
+}
+
+func anthropicLeft() {
+	anthropic.NewClient(anthropicoption.WithHTTPClient(httpClient)) // want `the SDK retries \(2 times by default\) over a retryhttp.Transport`
+}
+
+func anthropicOff() {
+	anthropic.NewClient(anthropicoption.WithHTTPClient(httpClient), anthropicoption.WithMaxRetries(0))
 }
