@@ -3,15 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+	"github.com/retryhttp/retryhttp/shared/natstest"
+	"github.com/retryhttp/retryhttp/shared/pgtest"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -22,40 +22,17 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// unreachable skips the test loudly, and fails it under CI=true, where the
-// services are part of the contract.
-func unreachable(t *testing.T, service, addr string, err error) {
-	t.Helper()
-	msg := fmt.Sprintf("!!! %s at %s is unreachable (%v): the example's test did NOT run", service, addr, err)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
+// services connects to the tests' PostgreSQL and Redis, and checks their
+// NATS with JetStream; one that cannot be reached skips the test loudly,
+// or fails it under CI=true.
 func services(t *testing.T) (*pgxpool.Pool, *redis.Client) {
-	ctx := context.Background()
-	dsn := envOr("RETRYHTTP_TEST_POSTGRES", defaultPostgres)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		unreachable(t, "PostgreSQL", dsn, err)
-	}
-	t.Cleanup(pool.Close)
-	addr := envOr("RETRYHTTP_TEST_REDIS", defaultRedis)
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	pool := pgtest.Pool(t)
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
 	t.Cleanup(func() { rdb.Close() })
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		unreachable(t, "Redis", addr, err)
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		testenv.Unreachable(t, "Redis", testenv.RedisAddr(), err)
 	}
-	url := envOr("RETRYHTTP_TEST_NATS", defaultNATS)
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
-	if err != nil {
-		unreachable(t, "NATS", url, err)
-	}
-	nc.Close()
+	natstest.JetStream(t)
 	return pool, rdb
 }
 
@@ -65,7 +42,7 @@ func services(t *testing.T) (*pgxpool.Pool, *redis.Client) {
 // the cross-layer pieces every order is charged, mailed and shipped once.
 func TestIncident(t *testing.T) {
 	pool, rdb := services(t)
-	cfg := Incident(1000, 32, 1, pool, rdb, envOr("RETRYHTTP_TEST_REDIS", defaultRedis), envOr("RETRYHTTP_TEST_NATS", defaultNATS))
+	cfg := Incident(1000, 32, 1, pool, rdb, testenv.RedisAddr(), testenv.NATSURL())
 	without, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ require (
 	github.com/retryhttp/retryhttp/outbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox/natsoutbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/natsjs v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
 
@@ -32,7 +33,6 @@ require (
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
-	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.49.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
