@@ -399,7 +399,7 @@ func server2_0() {
 		_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: "https://mail.example/send"})
 		w.WriteHeader(http.StatusCreated)
 	})))
-	go store.Sweep(ctx) // from a ticker: expired records, 1,000 a statement
+	n, err := store.Sweep(ctx) // expired records, 1,000 a statement: call it from a ticker or a cron job
 	_ = mux
 	_ = ctx
 	_ = db
@@ -407,4 +407,5 @@ func server2_0() {
 	_ = store
 	_ = box
 	_ = mw
+	_ = n
 }
