@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -41,19 +40,8 @@ func startCluster(t *testing.T, args ...string) (*redis.ClusterClient, *ownClust
 	c := &ownCluster{t: t}
 	var addrs []string
 	for range 6 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &ownRedis{t: t, port: ln.Addr().(*net.TCPAddr).Port, dir: t.TempDir(),
-			args: append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-				"--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout.Milliseconds()))}, args...)}
-		ln.Close()
-		r.start()
-		t.Cleanup(r.kill)
-		one := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
-		r.wait(one)
-		one.Close()
+		r := newOwnRedis(t, true, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout.Milliseconds()))}, args...)...)
 		c.nodes = append(c.nodes, r)
 		addrs = append(addrs, r.addr())
 	}

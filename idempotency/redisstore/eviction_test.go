@@ -201,7 +201,7 @@ func TestPersistenceAcrossAKill(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			srv.restart(c)
+			srv.restart()
 			kept := 0
 			for i := range n {
 				rec, err := s.Claim(ctx, idempotency.ClaimParams{Key: fmt.Sprint("k", i), Fingerprint: "fp", Owner: "o2", Lock: time.Minute})
