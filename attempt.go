@@ -9,13 +9,14 @@ import (
 )
 
 // preparer makes each attempt's request of a RoundTrip: the caller's
-// request, the header every attempt carries (with any injected key), its
+// request, the header every attempt carries (with any injected key or
+// priority), its
 // body, the attempt header and BeforeAttempt. The attempt loop and the
 // hedges of a request share one.
 type preparer struct {
 	req           *http.Request
 	header        http.Header
-	injected      bool
+	rewritten     bool // header is a copy of the caller's, with a key or a priority added
 	body          replayBody
 	attemptHeader string
 	before        func(*http.Request) error // Transport.BeforeAttempt
@@ -47,7 +48,7 @@ func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
 func (p *preparer) request(n int) (*http.Request, error) {
 	req, header, body := p.req, p.header, p.body
 	ownHeader := p.before != nil
-	if n == 1 && body.buf == nil && body.head == nil && !p.injected && p.attemptHeader == "" && !ownHeader {
+	if n == 1 && body.buf == nil && body.head == nil && !p.rewritten && p.attemptHeader == "" && !ownHeader {
 		return req, nil
 	}
 	rc, getBody, err := body.forAttempt(n)

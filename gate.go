@@ -1,48 +1,78 @@
 package retryhttp
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/circuit"
+	"github.com/retryhttp/retryhttp/overload"
 )
 
 // gate is one RoundTrip's brakes, asked in one order by the attempt loop
 // and by the hedging race alike: before a retry's wait, the Budget
-// (withdraw); before each attempt, the Throttle and then the Breaker
-// (allow); after each attempt, the Breaker and the Throttle are told how
-// it ended (report). A brake added is a field here and a line in allow and
+// (withdraw); before each attempt, the concurrency Limit, then the
+// Throttle, then the Breaker (allow); after each attempt, the Limit, the
+// Breaker and the Throttle are told how it ended (report). The Limit is
+// asked first because its caller may wait in its queue: the Throttle and
+// the Breaker then judge the host as it is when the attempt is sent, and
+// no Breaker ticket is held by a caller that waits. A brake added is a field here and a line in allow and
 // report, not an edit of the loop. Its host's state is looked up once per
 // RoundTrip (Transport.gateFor).
 type gate struct {
 	budget   *Budget
-	circuit  *hostCircuit  // nil: no Breaker
-	throttle *hostThrottle // nil: no Throttle
-	k        float64       // the Throttle's K, its default resolved by the lookup
+	circuit  *hostCircuit    // nil: no Breaker
+	throttle *hostThrottle   // nil: no Throttle
+	k        float64         // the Throttle's K, its default resolved by the lookup
+	limit    *overload.Limit // nil: no Limit
 }
 
 // allow admits an attempt about to be sent at at, or names the brake
-// that refused it. at is read only by the Throttle (see readsTime).
-func (g *gate) allow(at time.Time) (circuit.Ticket, Reason, error) {
+// that refused it. at is read only by the Throttle (see readsTime). A
+// caller over the host's concurrency limit waits in its queue if wait is
+// set (a hedge does not: it is sent only if there is room).
+func (g *gate) allow(ctx context.Context, at time.Time, wait bool) (circuit.Ticket, overload.Permit, Reason, error) {
+	var permit overload.Permit
+	if g.limit != nil {
+		var err error
+		if wait {
+			permit, err = g.limit.Acquire(ctx)
+		} else if p, ok := g.limit.TryAcquire(ctx); ok {
+			permit = p
+		} else {
+			err = overload.ErrLimited
+		}
+		switch {
+		case err == overload.ErrLimited:
+			return circuit.Ticket{}, permit, ReasonLimited, err
+		case err != nil:
+			return circuit.Ticket{}, permit, ReasonCanceled, err
+		}
+	}
 	if g.throttle != nil {
 		if err := g.throttle.allow(g.k, at, rand.Float64); err != nil {
-			return circuit.Ticket{}, ReasonThrottled, err
+			permit.Cancel()
+			return circuit.Ticket{}, overload.Permit{}, ReasonThrottled, err
 		}
 	}
 	if g.circuit != nil {
 		tk, err := g.circuit.allow()
 		if err != nil {
-			return tk, ReasonCircuitOpen, err
+			permit.Cancel()
+			return tk, overload.Permit{}, ReasonCircuitOpen, err
 		}
-		return tk, ReasonNone, nil
+		return tk, permit, ReasonNone, nil
 	}
-	return circuit.Ticket{}, ReasonNone, nil
+	return circuit.Ticket{}, permit, ReasonNone, nil
 }
 
 // report tells the per-host brakes how an attempt they allowed ended; r
 // says what counts as the host accepting it.
 func (g *gate) report(r *rules, a *sentAttempt) {
+	if g.limit != nil {
+		a.settle()
+	}
 	if g.circuit != nil {
 		g.circuit.report(a)
 	}
@@ -55,7 +85,7 @@ func (g *gate) report(r *rules, a *sentAttempt) {
 func (g *gate) readsTime() bool { return g.throttle != nil }
 
 // perHost reports whether a brake may refuse the next attempt to the host.
-func (g *gate) perHost() bool { return g.circuit != nil || g.throttle != nil }
+func (g *gate) perHost() bool { return g.circuit != nil || g.throttle != nil || g.limit != nil }
 
 // sentAttempt is one attempt as the brakes are told of it: the ticket the
 // Breaker admitted it with, its request and outcome, when it was sent, and
@@ -63,6 +93,7 @@ func (g *gate) perHost() bool { return g.circuit != nil || g.throttle != nil }
 // counted at its send time): the brakes share one reading.
 type sentAttempt struct {
 	ticket circuit.Ticket
+	permit overload.Permit
 	req    *http.Request
 	resp   *http.Response
 	err    error
@@ -88,4 +119,19 @@ func (a *sentAttempt) ended() time.Time {
 		return a.now()
 	}
 	return a.clock.now()
+}
+
+// settle ends the attempt's Permit: a drop is a sign the host is
+// overloaded (a network error or timeout, 429, 503, 504), and an attempt
+// the caller abandoned teaches the limit nothing.
+func (a *sentAttempt) settle() {
+	switch {
+	case a.err != nil && a.req.Context().Err() != nil:
+		a.permit.Cancel()
+	case a.err != nil:
+		a.permit.Done(true)
+	default:
+		code := a.resp.StatusCode
+		a.permit.Done(code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/circuit"
 	"github.com/retryhttp/retryhttp/internal/defaults"
+	"github.com/retryhttp/retryhttp/overload"
 )
 
 // Hedging sends a second copy of a request that is slow to answer, as
@@ -223,6 +224,7 @@ type copyResult struct {
 	err    error
 	cancel context.CancelCauseFunc
 	ticket circuit.Ticket
+	permit overload.Permit
 	sent   time.Duration // when it was sent, as mono reads it
 	took   time.Duration
 }
@@ -239,10 +241,10 @@ type copyResult struct {
 // context, not the copy's: the copy's context is cancelled once the race
 // is over, and a failure must read as what it was (a reset, a timeout),
 // not as the caller's cancellation.
-func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticket circuit.Ticket) (*http.Request, *http.Response, error, int) {
+func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticket circuit.Ticket, permit overload.Permit) (*http.Request, *http.Response, error, int) {
 	results := make(chan copyResult, 1+r.maxHedges)
 	cancels := make([]context.CancelCauseFunc, 0, 1+r.maxHedges)
-	launch := func(areq *http.Request, n int, tk circuit.Ticket) {
+	launch := func(areq *http.Request, n int, tk circuit.Ticket, pm overload.Permit) {
 		cctx, cancel := context.WithCancelCause(areq.Context())
 		cancels = append(cancels, cancel)
 		// A copy is sent once: net/http's own resend of a copy with a body
@@ -251,10 +253,10 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 		go func() {
 			start := mono()
 			resp, err := send(r.via, sreq, r.attemptTimeout, r.exchangeTimeout)
-			results <- copyResult{req: areq, sreq: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, sent: start, took: mono() - start}
+			results <- copyResult{req: areq, sreq: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, permit: pm, sent: start, took: mono() - start}
 		}()
 	}
-	launch(first, n, ticket)
+	launch(first, n, ticket, permit)
 	inflight, sent := 1, 1
 	timer := time.NewTimer(r.delay)
 	defer timer.Stop()
@@ -300,13 +302,13 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 			if err != nil {
 				continue // the copy cannot be made (GetBody, BeforeAttempt): the others run on
 			}
-			tk, refused, _ := r.gate.allow(clockNow())
+			tk, pm, refused, _ := r.gate.allow(ctx, clockNow(), false)
 			if refused != ReasonNone {
 				closeRequestBody(areq)
 				continue
 			}
 			r.tell(ctx, &Event{Kind: EventHedge, Request: areq, Attempt: n + sent})
-			launch(areq, n+sent, tk)
+			launch(areq, n+sent, tk, pm)
 			inflight++
 			sent++
 			timer.Reset(r.delay)
@@ -335,7 +337,7 @@ type raceParams struct {
 // latencies (a cancelled copy teaches nothing: the Breaker excludes it,
 // the Throttle skips it, and its time is not a latency).
 func (r *raceParams) observe(c *copyResult) {
-	r.gate.report(r.rules, &sentAttempt{ticket: c.ticket, req: c.sreq, resp: c.resp, err: c.err, sent: c.sent})
+	r.gate.report(r.rules, &sentAttempt{ticket: c.ticket, permit: c.permit, req: c.sreq, resp: c.resp, err: c.err, sent: c.sent})
 	if c.err == nil {
 		r.lat.record(c.took)
 	}

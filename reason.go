@@ -8,7 +8,7 @@ import "strconv"
 //
 // A give-up (Reason.GaveUp) is a retryable failure that was not retried:
 // attempts, elapsed, deadline, retry_after_too_long, budget, circuit_open,
-// body, throttled. not_retryable, canceled and before_attempt are not give-ups.
+// body, throttled, limited. not_retryable, canceled and before_attempt are not give-ups.
 type Reason uint8
 
 const (
@@ -39,6 +39,10 @@ const (
 	ReasonBody
 	// ReasonThrottled: the Throttle rejected the attempt locally.
 	ReasonThrottled
+	// ReasonLimited: the host's concurrency limit (Transport.Limit) had
+	// no room and its queue none either, or the wait in it passed its
+	// MaxWait.
+	ReasonLimited
 
 	numReasons // the count of reasons above; TestReasonsTable checks each has its entry
 )
@@ -60,6 +64,7 @@ var reasons = [numReasons]struct{ label, text string }{
 	ReasonCircuitOpen:       {"circuit_open", "gave up: circuit open"},
 	ReasonBody:              {"body", "gave up: the request body cannot be sent again"},
 	ReasonThrottled:         {"throttled", "gave up: throttled by the client"},
+	ReasonLimited:           {"limited", "gave up: over the host's concurrency limit"},
 }
 
 // String returns the reason's label: "attempts", "circuit_open", ...

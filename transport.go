@@ -24,6 +24,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/circuit"
 	"github.com/retryhttp/retryhttp/internal/opkey"
 	"github.com/retryhttp/retryhttp/internal/wire"
+	"github.com/retryhttp/retryhttp/overload"
 )
 
 // Transport is an http.RoundTripper that retries transient failures of
@@ -160,6 +161,14 @@ type Transport struct {
 	// means no throttle.
 	Throttle *Throttle
 
+	// Limit, if set, keeps an adaptive limit on the attempts in flight to
+	// each host, moved by their latency (see overload.Limiter): an attempt
+	// over it waits in the Limiter's queue, never past the context's
+	// deadline, or is refused at once with overload.ErrLimited, nothing
+	// sent (a give-up with ReasonLimited). An attempt counts from its send
+	// to its response's headers. nil means no limit.
+	Limit *overload.Limiter
+
 	// Hooks are told of each retry decision, each stacked retry, each
 	// hedge and each RoundTrip's end, in order (see Hook): Prometheus
 	// metrics (*[Metrics]), a second logger ([LogHook]), retryhttpotel's
@@ -175,11 +184,12 @@ type Transport struct {
 	// redirected or silenced.
 	Logger *slog.Logger
 
-	ownBudget    Budget                                             // the default budget, when Budget is nil
-	seen         recentKeys                                         // keys sent recently, to recognise an upper layer's retry
-	resolved     atomic.Pointer[resolvedPolicy]                     // Policy with its defaults, resolved once
-	lastCircuit  atomic.Pointer[lastHost[*Breaker, *hostCircuit]]   // the Breaker circuit of the last host called
-	lastThrottle atomic.Pointer[lastHost[*Throttle, *hostThrottle]] // the Throttle counts of the last host called
+	ownBudget    Budget                                                       // the default budget, when Budget is nil
+	seen         recentKeys                                                   // keys sent recently, to recognise an upper layer's retry
+	resolved     atomic.Pointer[resolvedPolicy]                               // Policy with its defaults, resolved once
+	lastCircuit  atomic.Pointer[lastHost[*Breaker, *hostCircuit]]             // the Breaker circuit of the last host called
+	lastThrottle atomic.Pointer[lastHost[*Throttle, *hostThrottle]]           // the Throttle counts of the last host called
+	lastLimit    atomic.Pointer[lastHost[*overload.Limiter, *overload.Limit]] // the concurrency limit of the last host called
 	trackOnce    sync.Once
 	stackWarned  atomic.Uint32 // a bit per stackedSignal warned about
 	hookState
@@ -275,11 +285,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	x.judge = t.rules()
 	x.prep.req, x.prep.header, x.prep.attemptHeader, x.prep.before = req, req.Header, t.AttemptHeader, t.BeforeAttempt
 	x.keyed = wire.HasKey(x.prep.header)
-	x.prep.injected = t.InjectIdempotencyKey && !x.keyed && wire.Keyed(req.Method)
+	inject := t.InjectIdempotencyKey && !x.keyed && wire.Keyed(req.Method)
+	x.prep.rewritten = inject
 	var stableKey string // a key that is the same on every run of the call: the caller's, or derived
 	derived := false
 	switch {
-	case x.prep.injected:
+	case inject:
 		var key string
 		if op := opkey.From(x.ctx); op != nil {
 			key = derivedKey(x.ctx, op, req)
@@ -291,6 +302,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		x.keyed = true
 	case x.keyed:
 		stableKey = keyOf(x.prep.header)
+	}
+	if pr, ok := overload.PriorityFrom(x.ctx); ok && len(x.prep.header[overload.PriorityHeader]) == 0 {
+		x.prep.header = withPriority(x.prep.header, pr) // the caller's header is left as it is
+		x.prep.rewritten = true
 	}
 	x.start, x.p = mono(), p
 	if p.MaxAttempts > 1 { // a Transport that sends once stacks on nothing
@@ -320,6 +335,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if t.Throttle != nil {
 		x.gate.throttle = t.Throttle.lookup(req.URL, &t.lastThrottle)
 		x.gate.k = t.Throttle.settings.K
+	}
+	if t.Limit != nil {
+		x.gate.limit = limitOf(t.Limit, req.URL, &t.lastLimit)
 	}
 	x.gate.budget.deposit(x.start)
 	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, x.keyed, x.prep.body.replayable) {
@@ -358,12 +376,13 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 		}
 		var at time.Time // this attempt's send time, near enough for the windows, made only for a brake that reads it
 		var ticket circuit.Ticket
+		var permit overload.Permit
 		if x.gate.perHost() {
 			if x.gate.readsTime() {
 				at = monoBase.Add(lastRead)
 			}
 			var refused Reason
-			if ticket, refused, err = x.gate.allow(at); refused != ReasonNone {
+			if ticket, permit, refused, err = x.gate.allow(x.ctx, at, true); refused != ReasonNone {
 				closeRequestBody(areq)
 				return t.cannotSend(x, &Event{Request: areq, Attempt: attempt - 1, Response: last, Err: err, GiveUp: refused})
 			}
@@ -376,7 +395,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 		if delay, ok := x.hedge.delayFor(t.Hedge); ok && attempt < x.p.MaxAttempts {
 			x.hedge.delay = delay
 			var sent int
-			areq, resp, err, sent = x.hedge.race(x.ctx, areq, attempt, ticket)
+			areq, resp, err, sent = x.hedge.race(x.ctx, areq, attempt, ticket, permit)
 			attempt += sent - 1
 		} else {
 			sreq, sends := traceSends(x.base, areq, x.p.MaxAttempts-attempt+1)
@@ -386,7 +405,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			}
 			resp, err = send(x.via, sreq, x.p.AttemptTimeout, x.p.ExchangeTimeout)
 			if x.gate.perHost() { // a success is counted at its send time, no clock read
-				x.gate.report(&x.judge, &sentAttempt{ticket: ticket, req: areq, resp: resp, err: err, sent: lastRead, at: at})
+				x.gate.report(&x.judge, &sentAttempt{ticket: ticket, permit: permit, req: areq, resp: resp, err: err, sent: lastRead, at: at})
 			}
 			if x.hedge != nil && err == nil {
 				x.hedge.lat.record(mono() - sentAt)

@@ -1,0 +1,207 @@
+package retryhttp
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/overload"
+)
+
+// slowBase answers 200 after took, counting what it was sent and the
+// most it had in flight at once. It touches no socket.
+type slowBase struct {
+	took           time.Duration
+	status         int
+	sent           atomic.Int64
+	mu             sync.Mutex
+	inflight, peak int
+	priorities     []string
+}
+
+func (b *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.sent.Add(1)
+	b.mu.Lock()
+	b.inflight++
+	b.peak = max(b.peak, b.inflight)
+	b.priorities = append(b.priorities, req.Header.Get(overload.PriorityHeader))
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.inflight--
+		b.mu.Unlock()
+	}()
+	select {
+	case <-time.After(b.took):
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+	code := b.status
+	if code == 0 {
+		code = http.StatusOK
+	}
+	return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+func pinned(t *testing.T, n, queue int) *overload.Limiter {
+	t.Helper()
+	l, err := overload.NewLimiter(overload.Options{Min: n, Max: n, Queue: queue})
+	require.NoError(t, err)
+	return l
+}
+
+// Over the host's limit with no queue, an attempt is refused at once,
+// nothing sent: a give-up with ReasonLimited wrapping ErrLimited.
+func TestLimitRefusesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{took: time.Second}
+		var reasons []Reason
+		var mu sync.Mutex
+		tr := &Transport{Base: base, Limit: pinned(t, 2, 0), Logger: slog.New(slog.DiscardHandler),
+			Hooks: []Hook{retryHook(func(e Event) { mu.Lock(); reasons = append(reasons, e.GiveUp); mu.Unlock() })}}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+				}
+			})
+		}
+		synctest.Wait()
+		start := time.Now()
+		_, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		var re *RetryError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, ReasonLimited, re.Reason)
+		assert.ErrorIs(t, err, overload.ErrLimited)
+		assert.Equal(t, time.Duration(0), time.Since(start), "the refusal waited")
+		assert.Equal(t, int64(2), base.sent.Load(), "the refused attempt was sent")
+		wg.Wait()
+		assert.Equal(t, []Reason{ReasonLimited}, reasons)
+		// Another host has a limit of its own.
+		other, err := http.NewRequest(http.MethodGet, "https://other.test/", nil)
+		require.NoError(t, err)
+		wg.Go(func() {
+			resp, err := tr.RoundTrip(other)
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		})
+		wg.Wait()
+		assert.Equal(t, int64(3), base.sent.Load(), "another host's request was refused")
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+	})
+}
+
+// With a queue, an attempt over the limit waits for a slot, and the host
+// never has more than the limit in flight; a wait in the queue ends with
+// the caller's deadline.
+func TestLimitQueuesWithinTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{took: 100 * time.Millisecond}
+		tr := &Transport{Base: base, Limit: pinned(t, 2, 16), Logger: slog.New(slog.DiscardHandler)}
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() {
+				resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int64(6), base.sent.Load())
+		assert.Equal(t, 2, base.peak, "the most in flight at once")
+
+		for range 2 {
+			wg.Go(func() {
+				resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+				}
+			})
+		}
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := tr.RoundTrip(newReq(t, "GET", "", nil).WithContext(ctx))
+		var re *RetryError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, ReasonCanceled, re.Reason)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 30*time.Millisecond, time.Since(start), "the wait ended at the deadline")
+		wg.Wait()
+		assert.Equal(t, int64(8), base.sent.Load(), "the request whose deadline passed in the queue was sent")
+	})
+}
+
+// The limit learns from the attempts: a host whose latency climbs gets a
+// lower limit; 503s, read as drops, bring it down too.
+func TestLimitFollowsTheHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &overload.Limiter{}
+		base := &slowBase{took: 10 * time.Millisecond}
+		tr := &Transport{Base: base, Limit: l, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}
+		burst := func() {
+			var wg sync.WaitGroup
+			limit, _ := l.For("http://api.test").Current()
+			for range limit {
+				wg.Go(func() {
+					resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+					if err == nil {
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+		}
+		for range 20 {
+			burst()
+		}
+		grown, _ := l.For("http://api.test").Current()
+		assert.Greater(t, grown, overload.DefaultInitial, "a steady host used to its limit")
+		base.status = http.StatusServiceUnavailable
+		for range 3 {
+			burst()
+		}
+		dropped, _ := l.For("http://api.test").Current()
+		assert.Less(t, dropped, grown/2, "after three bursts of 503s")
+	})
+}
+
+// A priority in the context is sent as the header on every attempt; the
+// caller's request is left as it is, and a header the caller set wins.
+func TestPriorityHeaderSent(t *testing.T) {
+	base := script(status(503), status(200))
+	tr := &Transport{Base: base, Policy: Policy{BaseDelay: time.Nanosecond}, Logger: slog.New(slog.DiscardHandler)}
+	req := newReq(t, "GET", "", nil).WithContext(overload.WithPriority(context.Background(), overload.Critical))
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	for _, s := range base.seen() {
+		assert.Equal(t, "critical", s.header.Get(overload.PriorityHeader))
+	}
+	assert.Len(t, base.seen(), 2)
+	assert.Empty(t, req.Header.Get(overload.PriorityHeader), "the caller's request was changed")
+
+	own := script(status(200))
+	tr.Base = own
+	req = newReq(t, "GET", "", nil).WithContext(overload.WithPriority(context.Background(), overload.Critical))
+	req.Header.Set(overload.PriorityHeader, "sheddable")
+	resp, err = tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, "sheddable", own.seen()[0].header.Get(overload.PriorityHeader))
+}

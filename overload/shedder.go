@@ -1,0 +1,138 @@
+package overload
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Shedder is a server middleware that keeps an adaptive limit on the
+// requests its handler runs at once, and sheds the ones over it before
+// they reach the handler: a 503 (or ShedOptions.Status) with a
+// Retry-After, which a retryhttp.Transport's Throttle and Budget count as
+// a refusal of the server's.
+//
+// Priorities share the limit: a Sheddable request is admitted while fewer
+// than half the limit are in flight, a Default one while fewer than 80%
+// of it, a Critical one up to the limit itself; and a Critical request
+// that finds the limit reached may wait in the queue (Options.Queue, for
+// at most Options.MaxWait and never past its context) for the next slot
+// to free, which goes to it before any other request. Under overload the
+// requests in flight stay near the limit, so sheddable requests are
+// refused first, and critical ones are served as long as they alone do
+// not exceed what the handler can serve: a burst of sheddable work cannot
+// take what critical work needs. Without a queue (its zero value), a
+// critical request that finds the limit reached is shed too. The limit moves with the handler's latency as a Limiter's does
+// (Gradient2, see Options): when the handler slows down because its
+// dependency or its CPU is saturated, the limit comes down to what it can
+// serve.
+//
+// A request's priority is its PriorityHeader header's, or, without one,
+// what WithPriority put in its context (a middleware outside the Shedder
+// may set it from the caller's identity), or Default; the handler's
+// context carries it, so that the calls the handler makes through a
+// retryhttp.Transport send it on.
+//
+// Put the Shedder outside the idempotency middleware: a shed request
+// claims no key, so its retry is a first attempt, not a 409.
+//
+// The zero Shedder sheds with the default Options and 503. It is safe for
+// concurrent use.
+type Shedder struct {
+	opts    ShedOptions
+	limiter Limiter
+}
+
+// ShedOptions configure a Shedder.
+type ShedOptions struct {
+	// Limit bounds and moves the limit, queues critical requests (Queue,
+	// MaxWait), and names the Shedder's Events and metrics (Name, Hooks);
+	// its zero fields take their defaults. A Shedder has one limit:
+	// MaxKeys must be 0.
+	Limit Options
+	// Status is the status of a shed request: 503 (Service Unavailable)
+	// or 429 (Too Many Requests). 0 means 503.
+	Status int
+}
+
+// The shares of the limit a Default and a Sheddable request may fill; a
+// Critical one may fill it all.
+const (
+	shareDefault   = 0.8
+	shareSheddable = 0.5
+)
+
+// NewShedder returns a Shedder with the given options, or an error that
+// names the first invalid one.
+func NewShedder(opts ShedOptions) (*Shedder, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Shedder{opts: opts, limiter: Limiter{opts: opts.Limit}}, nil
+}
+
+func (o ShedOptions) validate() error {
+	if err := o.Limit.validate("NewShedder"); err != nil {
+		return err
+	}
+	switch {
+	case o.Limit.MaxKeys != 0:
+		return fmt.Errorf("overload: NewShedder: MaxKeys %d: a Shedder has one limit, MaxKeys must be 0", o.Limit.MaxKeys)
+	case o.Status != 0 && o.Status != http.StatusServiceUnavailable && o.Status != http.StatusTooManyRequests:
+		return fmt.Errorf("overload: NewShedder: Status %d must be 503 or 429", o.Status)
+	}
+	return nil
+}
+
+// Handler returns next behind the Shedder.
+func (s *Shedder) Handler(next http.Handler) http.Handler {
+	lim := s.limiter.For("")
+	status := s.opts.Status
+	if status == 0 {
+		status = http.StatusServiceUnavailable
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := requestPriority(r)
+		var permit Permit
+		ok := true
+		if p == Critical {
+			var err error
+			permit, err = lim.acquire(r.Context(), Critical)
+			ok = err == nil // ErrLimited, or the caller went away while it waited
+
+		} else {
+			permit, ok = lim.admit(r.Context(), share(p), p)
+		}
+		if !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(lim.retryAfter()))
+			http.Error(w, "overloaded: request shed", status)
+			return
+		}
+		defer permit.Done(false)
+		if cur, had := PriorityFrom(r.Context()); !had || cur != p {
+			r = r.WithContext(WithPriority(r.Context(), p))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func share(p Priority) float64 {
+	switch p {
+	case Sheddable:
+		return shareSheddable
+	}
+	return shareDefault
+}
+
+// retryAfter is the wait a shed request is told, in whole seconds: how
+// long the requests in flight take to be served at the limit, from the
+// long-term latency, and at least 1 (Retry-After has no finer unit).
+func (lim *Limit) retryAfter() int {
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	limit := max(1, int(lim.limit.Load()))
+	wait := time.Duration(lim.g.long * float64(lim.inflight+1) / float64(limit))
+	return int(min(60, max(1, math.Ceil(wait.Seconds()))))
+}
