@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/overload"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/shared/pgtest"
@@ -230,6 +232,37 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	inner := &retryhttp.Transport{Hooks: []retryhttp.Hook{metrics}, Logger: quiet}
 	outer := &http.Client{Transport: &retryhttp.Transport{Base: inner, Hooks: []retryhttp.Hook{metrics}, Logger: quiet}}
 
+	// A host slower than its callers are many, behind a concurrency limit
+	// without a queue (refusals, a limit that moves), and a service whose
+	// Shedder sheds its sheddable requests.
+	ovm, err := overload.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter, _ := overload.NewLimiter(overload.Options{Max: 4, Name: "payments", Hooks: []overload.Hook{ovm}})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(5 * time.Millisecond) }))
+	defer slow.Close()
+	limitedClient := &http.Client{Transport: &retryhttp.Transport{Hooks: []retryhttp.Hook{metrics}, Logger: quiet, Limit: limiter}}
+	shedder, _ := overload.NewShedder(overload.ShedOptions{Limit: overload.Options{Min: 2, Max: 2, Name: "api", Hooks: []overload.Hook{ovm}}})
+	shedding := httptest.NewServer(shedder.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(5 * time.Millisecond) })))
+	defer shedding.Close()
+	burst := func() {
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				if resp, err := limitedClient.Get(slow.URL); err == nil {
+					resp.Body.Close()
+				}
+				req, _ := http.NewRequest(http.MethodGet, shedding.URL, nil)
+				req.Header.Set(overload.PriorityHeader, []string{"critical", "sheddable"}[i%2])
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+	}
+
 	relayStop := relay(t, reg)
 	defer relayStop()
 
@@ -288,6 +321,7 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 			}
 		}
 		consume(round)
+		burst()
 		fams, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)

@@ -24,7 +24,8 @@ func (f HookFunc) OnEvent(ctx context.Context, e Event) { f(ctx, e) }
 type EventKind uint8
 
 const (
-	// EventLimit: a key's limit (rounded down) changed after a sample.
+	// EventLimit: a key's limit (rounded down) is new (the key's first
+	// call) or changed after a sample.
 	EventLimit EventKind = iota + 1
 	// EventRefused: a call was refused: a Limiter's queue was full or
 	// its MaxWait passed, or a Shedder shed a request.

@@ -160,8 +160,8 @@ func (l *Limiter) For(key string) *Limit {
 	}
 	s := l.settings()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if v, ok := l.keys.Load(key); ok {
+		l.mu.Unlock()
 		return v.(*Limit)
 	}
 	if l.nkeys >= s.maxKeys {
@@ -170,6 +170,10 @@ func (l *Limiter) For(key string) *Limit {
 	lim := newLimit(s, key)
 	l.keys.Store(key, lim)
 	l.nkeys++
+	l.mu.Unlock()
+	if len(s.hooks) > 0 {
+		tell(context.Background(), s.hooks, Event{Kind: EventLimit, Name: s.name, Key: key, Limit: int(lim.limit.Load())})
+	}
 	return lim
 }
 

@@ -15,7 +15,7 @@ import (
 // (the host, for a Transport; bounded by MaxKeys) and empty for a Shedder,
 // priority the refused request's.
 //
-//	overload_limit{name,key}                  the limit, as of its last change
+//	overload_limit{name,key}                  the limit, as of its last change or refusal
 //	overload_in_flight{name,key}              the calls in flight, as of the last change of the limit or refusal
 //	overload_refused_total{name,key,priority} the calls refused (a Shedder's shed requests)
 type Metrics struct {
@@ -34,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var err error
 	if m.limit, err = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "overload_limit",
-		Help: "The adaptive concurrency limit of a key, as of its last change.",
+		Help: "The adaptive concurrency limit of a key, as of its last change or refusal.",
 	}, []string{"name", "key"})); err != nil {
 		return nil, err
 	}
@@ -68,11 +68,11 @@ func (m *Metrics) OnEvent(_ context.Context, e Event) {
 	}
 	switch e.Kind {
 	case EventLimit:
-		m.limit.WithLabelValues(e.Name, e.Key).Set(float64(e.Limit))
 	case EventRefused:
 		m.refused.WithLabelValues(e.Name, e.Key, e.Priority.String()).Inc()
 	default:
 		return
 	}
+	m.limit.WithLabelValues(e.Name, e.Key).Set(float64(e.Limit))
 	m.inFlight.WithLabelValues(e.Name, e.Key).Set(float64(e.InFlight))
 }
