@@ -53,6 +53,15 @@ type BudgetOptions struct {
 	// Window is how long a request's deposit and a retry's withdrawal
 	// count. 0 means 10s.
 	Window time.Duration
+	// ThrottleCost is what a retry after a throttling answer withdraws (a
+	// 429, or a response whose server named a wait: Retry-After, a
+	// rate-limit header), in retries after a failure: 5.0/14 makes a
+	// throttled retry cost 5 where a failed attempt's retry costs 14, as
+	// the AWS SDKs' retry quota charges them. 0 means 1: both cost alike.
+	// A server that throttles protects itself and says when to come back,
+	// so its retries may be cheaper; one that fails may be failing for
+	// everyone, and its retries are the storm the budget exists to cap.
+	ThrottleCost float64
 }
 
 // NoBudget, set as Transport.Budget, lets the Transport retry without a
@@ -78,6 +87,8 @@ func (s BudgetOptions) validate() error {
 		return fmt.Errorf("retryhttp: NewBudget: MinPerSecond %v must be a finite number >= 0", s.MinPerSecond)
 	case s.Window < 0:
 		return fmt.Errorf("retryhttp: NewBudget: Window %v is negative", s.Window)
+	case !(s.ThrottleCost >= 0) || math.IsInf(s.ThrottleCost, 0):
+		return fmt.Errorf("retryhttp: NewBudget: ThrottleCost %v must be a finite number >= 0", s.ThrottleCost)
 	}
 	return nil
 }
@@ -117,11 +128,14 @@ func (b *Budget) deposit(now time.Duration) {
 	b.get().Deposit(now)
 }
 
-// withdraw takes one retry at now (mono time) and reports whether there was
-// one to take.
-func (b *Budget) withdraw(now time.Duration) bool {
+// withdraw takes one retry at now (mono time), after a throttling answer
+// if throttled, and reports whether there was one to take.
+func (b *Budget) withdraw(now time.Duration, throttled bool) bool {
 	if b.off {
 		return true
+	}
+	if throttled && b.settings.ThrottleCost != 0 {
+		return b.get().WithdrawCost(now, b.settings.ThrottleCost)
 	}
 	return b.get().Withdraw(now)
 }

@@ -17,12 +17,12 @@ func TestBudgetZeroNoAndBad(t *testing.T) {
 		// retries from the floor alone.
 		var zero Budget
 		n := 0
-		for zero.withdraw(mono()) {
+		for zero.withdraw(mono(), false) {
 			n++
 		}
 		assert.Equal(t, 100, n)
 		for range 1000 {
-			require.True(t, NoBudget.withdraw(mono()))
+			require.True(t, NoBudget.withdraw(mono(), false))
 		}
 	})
 	for _, bad := range []BudgetOptions{{Ratio: -0.1}, {MinPerSecond: -1}, {Ratio: math.NaN()}, {MinPerSecond: math.Inf(1)}, {Window: -time.Second}} {
@@ -107,4 +107,28 @@ func TestTransportBudgetGiveUp(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, 1, base2.attempts())
 	})
+}
+
+// ThrottleCost charges a retry after a throttling answer its share of a
+// token: with a reserve of 10 tokens, 10 retries after failures, or 40
+// at a cost of 0.25 after 429s.
+func TestBudgetThrottleCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		count := func(b *Budget, throttled bool) int {
+			n := 0
+			for b.withdraw(mono(), throttled) {
+				n++
+			}
+			return n
+		}
+		s := BudgetOptions{Ratio: 1e-9, MinPerSecond: 1, Window: 10 * time.Second, ThrottleCost: 0.25}
+		assert.Equal(t, 10, count(mustBudget(t, s), false), "retries after failures")
+		assert.Equal(t, 40, count(mustBudget(t, s), true), "retries after throttling answers")
+		s.ThrottleCost = 0
+		assert.Equal(t, 10, count(mustBudget(t, s), true), "retries after throttling answers, ThrottleCost 0")
+	})
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		_, err := NewBudget(BudgetOptions{ThrottleCost: bad})
+		assert.ErrorContains(t, err, "ThrottleCost", "%v", bad)
+	}
 }

@@ -295,7 +295,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 				return last.req, last.resp, last.err, sent
 			}
 		case <-timer.C:
-			if sent > r.maxHedges || n+sent > r.maxAttempts || !r.gate.budget.withdraw(mono()) {
+			if sent > r.maxHedges || n+sent > r.maxAttempts || !r.gate.budget.withdraw(mono(), false) {
 				continue
 			}
 			areq, _, err := r.prep.prepare(n + sent)

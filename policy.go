@@ -26,6 +26,18 @@ type Policy struct {
 	// MaxDelay caps one backoff wait. 0 means 10s.
 	MaxDelay time.Duration
 
+	// ThrottleDelay is BaseDelay for the retries of throttling answers: a
+	// 429, or a response whose server named a wait (Retry-After, a
+	// rate-limit header), a server that says it is overloaded rather than
+	// failing. It is the ceiling of the first backoff after a 429 that
+	// names no wait, doubled like BaseDelay's, and the spread added to a
+	// wait the server names. 0 means BaseDelay: throttling and failures
+	// are waited out alike. The AWS SDKs' standard retry mode uses 1s
+	// here and 50ms as BaseDelay: a throttling server needs the load to
+	// go away, a failed attempt only a short pause before another
+	// instance answers.
+	ThrottleDelay time.Duration
+
 	// MaxElapsed bounds the attempts and waits of one RoundTrip, measured from
 	// the first send: a retry whose wait would end past it is not made. It does
 	// not cut a running attempt short (that is the caller's deadline's job).
@@ -131,6 +143,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: BaseDelay %v is negative", ErrInvalidPolicy, p.BaseDelay)
 	case p.MaxDelay < 0:
 		return fmt.Errorf("%w: MaxDelay %v is negative", ErrInvalidPolicy, p.MaxDelay)
+	case p.ThrottleDelay < 0:
+		return fmt.Errorf("%w: ThrottleDelay %v is negative", ErrInvalidPolicy, p.ThrottleDelay)
 	case p.MaxElapsed < 0:
 		return fmt.Errorf("%w: MaxElapsed %v is negative", ErrInvalidPolicy, p.MaxElapsed)
 	case p.AttemptTimeout < 0:
@@ -159,6 +173,9 @@ func (p Policy) resolve() (Policy, error) {
 	if p.MaxDelay == 0 {
 		p.MaxDelay = defaults.MaxDelay
 	}
+	if p.ThrottleDelay == 0 {
+		p.ThrottleDelay = p.BaseDelay
+	}
 	if p.MaxElapsed == 0 {
 		p.MaxElapsed = defaults.MaxElapsed
 	}
@@ -174,8 +191,13 @@ func (p Policy) resolve() (Policy, error) {
 // backoff returns the wait before retry n (0-based) of a resolved Policy.
 // prev is the previous wait (0 before the first retry; only
 // JitterDecorrelated reads it) and r a uniform random number in [0, 1).
-func (p Policy) backoff(n int, prev time.Duration, r float64) time.Duration {
-	return backoff.Delay(backoff.Jitter(p.Jitter), p.BaseDelay, p.MaxDelay, n, prev, r)
+// A throttled retry's ceiling starts from ThrottleDelay.
+func (p Policy) backoff(n int, prev time.Duration, r float64, throttled bool) time.Duration {
+	base := p.BaseDelay
+	if throttled {
+		base = p.ThrottleDelay
+	}
+	return backoff.Delay(backoff.Jitter(p.Jitter), base, p.MaxDelay, n, prev, r)
 }
 
 // resolvedPolicy is a Policy and the same with its defaults filled in.
@@ -183,10 +205,10 @@ type resolvedPolicy struct{ src, p Policy }
 
 // retryAfterSpread is added to a Retry-After wait so that clients told the
 // same instant do not all return on the same millisecond: up to one
-// BaseDelay, none with JitterNone.
+// ThrottleDelay (BaseDelay unless set), none with JitterNone.
 func (p Policy) retryAfterSpread(r float64) time.Duration {
 	if p.Jitter == JitterNone {
 		return 0
 	}
-	return backoff.Scale(p.BaseDelay, r)
+	return backoff.Scale(p.ThrottleDelay, r)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -20,7 +21,7 @@ func backoffOf(p Policy, n int, prev time.Duration, r float64) time.Duration {
 	if err != nil {
 		panic(err)
 	}
-	return rp.backoff(n, prev, r)
+	return rp.backoff(n, prev, r, false)
 }
 
 func TestPolicyValidate(t *testing.T) {
@@ -32,6 +33,7 @@ func TestPolicyValidate(t *testing.T) {
 		{Policy{MaxAttempts: -1}, "MaxAttempts -1 is negative"},
 		{Policy{BaseDelay: -1}, "BaseDelay -1ns is negative"},
 		{Policy{MaxDelay: -1}, "MaxDelay -1ns is negative"},
+		{Policy{ThrottleDelay: -1}, "ThrottleDelay -1ns is negative"},
 		{Policy{MaxElapsed: -1}, "MaxElapsed -1ns is negative"},
 		{Policy{AttemptTimeout: -1}, "AttemptTimeout -1ns is negative"},
 		{Policy{MaxRetryAfter: -1}, "MaxRetryAfter -1ns is negative"},
@@ -128,7 +130,7 @@ func TestPolicyBackoff(t *testing.T) {
 	wait := func(p Policy, n int, r float64) time.Duration {
 		rp, err := p.resolve()
 		require.NoError(t, err)
-		return rp.backoff(n-1, 0, r)
+		return rp.backoff(n-1, 0, r, false)
 	}
 	p := Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: JitterNone}
 	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 5: time.Second, 60: time.Second} {
@@ -157,4 +159,27 @@ func TestReasonsTable(t *testing.T) {
 	assert.Equal(t, Jitter(backoff.Equal), JitterEqual)
 	assert.Equal(t, Jitter(backoff.Decorrelated), JitterDecorrelated)
 	assert.Equal(t, Jitter(backoff.None), JitterNone)
+}
+
+// ThrottleDelay is the base of the waits after a 429, and the spread of a
+// wait the server names; a failure's waits start from BaseDelay.
+func TestThrottleDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := script(status(429), status(429), status(503), retryAfter(503, "2"), status(200))
+		tr := &Transport{Base: base, Budget: NoBudget,
+			Policy: Policy{MaxAttempts: 5, BaseDelay: 50 * time.Millisecond, ThrottleDelay: time.Second, Jitter: JitterNone}}
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		// 429: 1s, 429: 2s (doubled), 503: 200ms (BaseDelay doubled
+		// twice), Retry-After 2: 2s with no spread (JitterNone).
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 200 * time.Millisecond, 2 * time.Second}, base.gaps())
+
+		base = script(status(429), status(200))
+		tr = &Transport{Base: base, Budget: NoBudget, Policy: Policy{BaseDelay: 50 * time.Millisecond, Jitter: JitterNone}}
+		resp, err = tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, []time.Duration{50 * time.Millisecond}, base.gaps(), "ThrottleDelay 0 is BaseDelay")
+	})
 }

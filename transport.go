@@ -413,7 +413,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			if sends != nil { // net/http resent the request itself: each resend is an attempt
 				for range sends.extra() {
 					attempt++
-					x.gate.budget.withdraw(mono())
+					x.gate.budget.withdraw(mono(), false)
 				}
 			}
 		}
@@ -441,7 +441,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 		}
 		e := Event{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
 		if t.Backoff == nil {
-			prev = x.p.backoff(attempt-1, prev, rand.Float64())
+			prev = x.p.backoff(attempt-1, prev, rand.Float64(), resp != nil && resp.StatusCode == http.StatusTooManyRequests)
 		} else if attempt < x.p.MaxAttempts { // asked only for a retry that may follow
 			prev = max(0, t.Backoff(areq, attempt, resp))
 		}
@@ -508,7 +508,7 @@ func (t *Transport) nextWait(x *exchange, e *Event) time.Duration {
 		e.GiveUp = ReasonDeadline
 	case x.gate.circuit != nil && x.gate.circuit.isOpen(wall):
 		e.GiveUp = ReasonCircuitOpen
-	case !x.gate.budget.withdraw(now):
+	case !x.gate.budget.withdraw(now, hasAsked || e.Response != nil && e.Response.StatusCode == http.StatusTooManyRequests):
 		e.GiveUp = ReasonBudget
 	}
 	return now + e.Wait

@@ -75,16 +75,22 @@ func (b *Budget) Deposit(now time.Duration) {
 
 // Withdraw takes one retry from the budget at now and reports whether there
 // was one to take.
-func (b *Budget) Withdraw(now time.Duration) bool {
+func (b *Budget) Withdraw(now time.Duration) bool { return b.WithdrawCost(now, 1) }
+
+// WithdrawCost takes a retry that costs cost tokens (a share of one, or
+// more) from the budget at now, and reports whether the budget held that
+// much.
+func (b *Budget) WithdrawCost(now time.Duration, cost float64) bool {
+	units := int64(math.Round(cost * unitsPerToken))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.slotOf(now)
-	if b.balance(e) < unitsPerToken {
+	if b.balance(e) < units {
 		return false
 	}
 	s := b.slot(e)
 	turnOver(s, e)
-	s.units.Add(-unitsPerToken)
+	s.units.Add(-units)
 	return true
 }
 
