@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/overload"
 )
 
 // Lib wraps a base RoundTripper in one library's retrying RoundTripper,
@@ -37,7 +38,7 @@ func unbudgeted(l Lib) Lib {
 			t.Budget = retryhttp.NoBudget
 			return t
 		}
-	case "retryhttp+budget+breaker", "retryhttp+all", "retryhttp+overload":
+	case "retryhttp+budget+breaker", "retryhttp+all", "retryhttp+overload", "retryhttp+limit":
 		wrap := l.Wrap
 		l.Wrap = func(base http.RoundTripper) http.RoundTripper {
 			t := wrap(base).(*retryhttp.Transport)
@@ -85,6 +86,15 @@ func Libs() []Lib {
 				Breaker:  must(retryhttp.NewBreaker(retryhttp.BreakerOptions{FailureRatio: 0.6})),
 				Throttle: must(retryhttp.NewThrottle(retryhttp.ThrottleOptions{K: 3})),
 				Hooks:    []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
+		}},
+		{"retryhttp+limit", func(base http.RoundTripper) http.RoundTripper {
+			// +all with the adaptive concurrency limit per host, at its
+			// defaults, with a queue so that Parallel64's goroutines wait
+			// rather than being refused.
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetOptions{})),
+				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerOptions{})),
+				Limit:   must(overload.NewLimiter(overload.Options{Queue: 64})),
+				Hooks:   []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
 		}},
 		{"go-retryablehttp", func(base http.RoundTripper) http.RoundTripper {
 			c := retryablehttp.NewClient()

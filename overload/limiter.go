@@ -247,7 +247,7 @@ func (lim *Limit) admit(ctx context.Context, share float64, p Priority) (Permit,
 	}
 	lim.inflight++
 	lim.mu.Unlock()
-	return Permit{lim: lim, ctx: ctx, start: time.Now()}, true
+	return Permit{lim: lim, ctx: ctx, start: sinceBase()}, true
 }
 
 // Acquire admits a call: at once if the limit has room, or after a wait
@@ -265,7 +265,7 @@ func (lim *Limit) acquire(ctx context.Context, p Priority) (Permit, error) {
 	if lim.inflight < int(lim.limit.Load()) && len(lim.waiters) == 0 {
 		lim.inflight++
 		lim.mu.Unlock()
-		return Permit{lim: lim, ctx: ctx, start: time.Now()}, nil
+		return Permit{lim: lim, ctx: ctx, start: sinceBase()}, nil
 	}
 	if len(lim.waiters) >= lim.s.queue {
 		limit, inflight := int(lim.limit.Load()), lim.inflight
@@ -290,7 +290,7 @@ func (lim *Limit) acquire(ctx context.Context, p Priority) (Permit, error) {
 	var err error
 	select {
 	case <-w.ready:
-		return Permit{lim: lim, ctx: ctx, start: time.Now()}, nil
+		return Permit{lim: lim, ctx: ctx, start: sinceBase()}, nil
 	case <-timeout:
 		err = ErrLimited
 	case <-ctx.Done():
@@ -365,8 +365,14 @@ func (lim *Limit) release(ctx context.Context, took time.Duration, sample, drop 
 type Permit struct {
 	lim   *Limit
 	ctx   context.Context // the caller's, for the hooks
-	start time.Time
+	start time.Duration   // when it was admitted, as sinceBase reads it
 }
+
+// base is the origin of sinceBase's clock: a monotonic reading is
+// cheaper than time.Now, which also reads the wall clock.
+var base = time.Now()
+
+func sinceBase() time.Duration { return time.Since(base) }
 
 // Done ends the call and teaches the limit its latency, from the
 // admission to now, and whether it was a drop: a timeout, or a refusal of
@@ -376,7 +382,7 @@ func (p Permit) Done(drop bool) (limit int, changed bool) {
 	if p.lim == nil {
 		return 0, false
 	}
-	return p.lim.release(p.ctx, time.Since(p.start), true, drop)
+	return p.lim.release(p.ctx, sinceBase()-p.start, true, drop)
 }
 
 // Cancel ends a call whose outcome teaches nothing, one the caller
