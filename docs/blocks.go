@@ -24,6 +24,7 @@ import (
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
 	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
+	"github.com/retryhttp/retryhttp/overload"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/queue/riverjob"
@@ -229,6 +230,27 @@ func client1_0() {
 	_ = client
 }
 
+// client.md, block 2
+func client2_0() {
+	budget, err := retryhttp.NewBudget(retryhttp.BudgetOptions{
+		ThrottleCost: 5.0 / 14, // the retry quota charges 5 for a throttled retry, 14 for a failed one
+	})
+	if err != nil {
+	}
+	client := &http.Client{Transport: &retryhttp.Transport{
+		Budget: budget,
+		Policy: retryhttp.Policy{
+			MaxAttempts:   3,                     // the standard mode's default
+			BaseDelay:     50 * time.Millisecond, // a failure: another instance will likely answer soon
+			ThrottleDelay: time.Second,           // throttling: the load has to go away first
+			MaxDelay:      20 * time.Second,      // the standard mode's cap
+		},
+	}}
+	_ = budget
+	_ = err
+	_ = client
+}
+
 // exactly-once.md, block 1
 func exactlyonce1_0() {
 	var pool *pgxpool.Pool
@@ -408,4 +430,33 @@ func server2_0() {
 	_ = box
 	_ = mw
 	_ = n
+}
+
+// server.md, block 3
+func server3_0() {
+	var mux *http.ServeMux
+	var mw *idempotency.Middleware
+	var createCharge http.Handler
+	var reg *prometheus.Registry
+	metrics, err := overload.NewMetrics(reg)
+	if err != nil {
+	}
+	shed, err := overload.NewShedder(overload.ShedOptions{
+		Limit: overload.Options{
+			Name:    "charges",
+			Hooks:   []overload.Hook{metrics},
+			Queue:   64,          // critical requests may wait for a slot...
+			MaxWait: time.Second, // ...this long at most
+		},
+	})
+	if err != nil {
+	}
+	mux.Handle("POST /charges", shed.Handler(mw.Handler(createCharge))) // shed first: a shed request claims no key
+	_ = mux
+	_ = mw
+	_ = createCharge
+	_ = reg
+	_ = metrics
+	_ = err
+	_ = shed
 }

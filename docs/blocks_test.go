@@ -41,6 +41,7 @@ var imports = map[string]string{
 	"stripe":        "github.com/stripe/stripe-go/v82",
 	"retryhttp":     "github.com/retryhttp/retryhttp",
 	"idempotency":   "github.com/retryhttp/retryhttp/idempotency",
+	"overload":      "github.com/retryhttp/retryhttp/overload",
 	"retryhttptest": "github.com/retryhttp/retryhttp/retryhttptest",
 	"redisstore":    "github.com/retryhttp/retryhttp/idempotency/redisstore",
 	"pgstore":       "github.com/retryhttp/retryhttp/idempotency/pgstore",
