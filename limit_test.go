@@ -205,3 +205,25 @@ func TestPriorityHeaderSent(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, "sheddable", own.seen()[0].header.Get(overload.PriorityHeader))
 }
+
+// A hedge is sent only if the host's limit has room: with a limit of 1
+// the slow first copy holds it and no hedge goes out; with 2 it does.
+func TestLimitBoundsHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			limit int
+			sent  int64
+		}{{1, 1}, {2, 2}} {
+			base := &slowBase{took: 100 * time.Millisecond}
+			tr := &Transport{Base: base, Limit: pinned(t, tc.limit, 0), Hedge: &Hedging{Delay: 10 * time.Millisecond},
+				Logger: slog.New(slog.DiscardHandler)}
+			resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+			synctest.Wait()
+			assert.Equal(t, tc.sent, base.sent.Load(), "attempts sent under a limit of %d", tc.limit)
+			_, inflight := tr.Limit.For("http://api.test").Current()
+			assert.Zero(t, inflight, "a slot was not given back")
+		}
+	})
+}

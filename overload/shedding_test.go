@@ -5,12 +5,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/overload"
 )
 
@@ -140,4 +142,52 @@ func TestPriorityTravelsDownstream(t *testing.T) {
 		t.Fatalf("the second service saw priority %q, want sheddable", p)
 	}
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+}
+
+// Outside the idempotency middleware, a shed request claims no key: its
+// retry with the same key runs the handler as a first attempt, and is not
+// answered 409.
+func TestShedBeforeTheIdempotencyMiddleware(t *testing.T) {
+	mw, err := idempotency.New(idempotency.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shed, err := overload.NewShedder(overload.ShedOptions{Limit: overload.Options{Min: 1, Max: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	var charges atomic.Int64
+	h := shed.Handler(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Idempotency-Key") == "busy" {
+			started <- struct{}{}
+			<-release
+		} else {
+			charges.Add(1)
+		}
+		w.WriteHeader(http.StatusCreated)
+	})))
+	post := func(key string) int {
+		r := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"amount":1}`))
+		r.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	done := make(chan int)
+	go func() { done <- post("busy") }()
+	<-started
+	if code := post("order-1"); code != http.StatusServiceUnavailable {
+		t.Fatalf("a request over the limit: %d, want 503", code)
+	}
+	close(release)
+	if code := <-done; code != http.StatusCreated {
+		t.Fatalf("the request that held the limit: %d", code)
+	}
+	if code := post("order-1"); code != http.StatusCreated {
+		t.Fatalf("the shed request's retry: %d, want 201 (a first attempt)", code)
+	}
+	if code := post("order-1"); code != http.StatusCreated || charges.Load() != 1 {
+		t.Fatalf("a replay: %d, %d charges; want the stored 201 and 1 charge", code, charges.Load())
+	}
 }
