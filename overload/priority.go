@@ -37,10 +37,10 @@ func (p Priority) String() string {
 	return "default"
 }
 
-// ParsePriority reads a header value; anything but "critical" or
+// parsePriority reads a header value; anything but "critical" or
 // "sheddable" (in any case) is Default, so that a client cannot make its
 // requests critical by misspelling.
-func ParsePriority(v string) Priority {
+func parsePriority(v string) Priority {
 	switch {
 	case strings.EqualFold(v, "critical"):
 		return Critical
@@ -72,7 +72,7 @@ func PriorityFrom(ctx context.Context) (Priority, bool) {
 // or Default.
 func requestPriority(r *http.Request) Priority {
 	if v := r.Header.Get(PriorityHeader); v != "" {
-		return ParsePriority(v)
+		return parsePriority(v)
 	}
 	if p, ok := PriorityFrom(r.Context()); ok {
 		return p
