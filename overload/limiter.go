@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/gradient"
 )
 
 // ErrLimited is the error of a caller refused by a [Limit]: its queue was
@@ -85,11 +87,6 @@ const (
 	DefaultTolerance = 1.5
 	DefaultMaxKeys   = 1024
 
-	// smoothing and growth are Gradient2's: each sample moves the limit a
-	// fifth of the way to its new value, and a limit whose latency stays
-	// within tolerance grows by 4 per sample before smoothing.
-	smoothing = 0.2
-	growth    = 4
 )
 
 // NewLimiter returns a Limiter with the given options, or an error that
@@ -137,7 +134,7 @@ func (o Options) resolve() settings {
 	if o.Initial > 0 {
 		s.initial = float64(o.Initial)
 	}
-	s.initial = clamp(s.initial, s.min, s.max)
+	s.initial = gradient.Clamp(s.initial, s.min, s.max)
 	if o.Tolerance != 0 {
 		s.tolerance = o.Tolerance
 	}
@@ -201,7 +198,7 @@ type Limit struct {
 	key string
 
 	mu       sync.Mutex
-	g        gradient
+	g        gradient.Limit
 	inflight int
 	waiters  []*waiter // FIFO
 	// limit is g.limit rounded down, the number of calls admitted at once;
@@ -217,7 +214,7 @@ type waiter struct {
 }
 
 func newLimit(s *settings, key string) *Limit {
-	lim := &Limit{s: s, key: key, g: gradient{limit: s.initial, min: s.min, max: s.max, tolerance: s.tolerance, smoothing: smoothing, growth: growth}}
+	lim := &Limit{s: s, key: key, g: gradient.New(s.initial, s.min, s.max, s.tolerance)}
 	lim.limit.Store(int64(s.initial))
 	return lim
 }
@@ -347,7 +344,7 @@ func (lim *Limit) release(ctx context.Context, took time.Duration, sample, drop 
 	lim.mu.Lock()
 	old := lim.limit.Load()
 	if sample {
-		lim.limit.Store(int64(lim.g.update(took, lim.inflight, drop)))
+		lim.limit.Store(int64(lim.g.Update(took, lim.inflight, drop)))
 	}
 	lim.inflight--
 	lim.wake()

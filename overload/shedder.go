@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/gradient"
 )
 
 // Shedder is a server middleware that keeps an adaptive limit on the
@@ -56,13 +58,6 @@ type ShedOptions struct {
 	// or 429 (Too Many Requests). 0 means 503.
 	Status int
 }
-
-// The shares of the limit a Default and a Sheddable request may fill; a
-// Critical one may fill it all.
-const (
-	shareDefault   = 0.8
-	shareSheddable = 0.5
-)
 
 // NewShedder returns a Shedder with the given options, or an error that
 // names the first invalid one.
@@ -121,9 +116,9 @@ func (s *Shedder) Handler(next http.Handler) http.Handler {
 func share(p Priority) float64 {
 	switch p {
 	case Sheddable:
-		return shareSheddable
+		return gradient.ShareSheddable
 	}
-	return shareDefault
+	return gradient.ShareDefault
 }
 
 // retryAfter is the wait a shed request is told, in whole seconds: how
@@ -133,6 +128,6 @@ func (lim *Limit) retryAfter() int {
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
 	limit := max(1, int(lim.limit.Load()))
-	wait := time.Duration(lim.g.long * float64(lim.inflight+1) / float64(limit))
+	wait := lim.g.Long() * time.Duration(lim.inflight+1) / time.Duration(limit)
 	return int(min(60, max(1, math.Ceil(wait.Seconds()))))
 }

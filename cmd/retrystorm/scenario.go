@@ -110,6 +110,7 @@ type strategy struct {
 	policy   retryhttp.Policy
 	budget   bool // retries draw from the scenario's budget
 	throttle bool // attempts pass a Throttle (K 2, a throttleWindow window), shared by the clients
+	shed     bool // the queueing server sheds what is over an adaptive limit, as an overload.Shedder does
 }
 
 // throttleWindow is the Throttle's window in the demo's scenarios, which
@@ -126,14 +127,14 @@ func (s scenario) strategies() []strategy {
 		return retryhttp.Policy{MaxAttempts: attempts, BaseDelay: base, MaxDelay: cap, Jitter: j, MaxElapsed: s.deadline + time.Hour}
 	}
 	return []strategy{
-		{"no backoff", p(time.Nanosecond, time.Nanosecond, retryhttp.JitterNone), false, false},
-		{"fixed delay", p(s.fixed, s.fixed, retryhttp.JitterNone), false, false},
-		{"exponential", p(s.base, s.cap, retryhttp.JitterNone), false, false},
-		{"full jitter", p(s.base, s.cap, retryhttp.JitterFull), false, false},
-		{"equal jitter", p(s.base, s.cap, retryhttp.JitterEqual), false, false},
-		{"decorrelated", p(s.base, s.cap, retryhttp.JitterDecorrelated), false, false},
-		{"full jitter+budget", p(s.base, s.cap, retryhttp.JitterFull), true, false},
-		{"full jitter+budget+throttle", p(s.base, s.cap, retryhttp.JitterFull), true, true},
+		{"no backoff", p(time.Nanosecond, time.Nanosecond, retryhttp.JitterNone), false, false, false},
+		{"fixed delay", p(s.fixed, s.fixed, retryhttp.JitterNone), false, false, false},
+		{"exponential", p(s.base, s.cap, retryhttp.JitterNone), false, false, false},
+		{"full jitter", p(s.base, s.cap, retryhttp.JitterFull), false, false, false},
+		{"equal jitter", p(s.base, s.cap, retryhttp.JitterEqual), false, false, false},
+		{"decorrelated", p(s.base, s.cap, retryhttp.JitterDecorrelated), false, false, false},
+		{"full jitter+budget", p(s.base, s.cap, retryhttp.JitterFull), true, false, false},
+		{"full jitter+budget+throttle", p(s.base, s.cap, retryhttp.JitterFull), true, true, false},
 	}
 }
 
@@ -168,6 +169,8 @@ type result struct {
 	giveUps   map[string]int // by reason
 	load      []int          // attempts arriving per bin
 	wasted    []int          // queue model: work completed per bin for callers that had given up
+	started   []int          // logical requests started per bin
+	served    []int          // of them, by the bin they started in, those that succeeded
 	finished  time.Duration  // when the last logical request ended
 	recovery  time.Duration  // when the trigger ended
 }
@@ -206,4 +209,20 @@ func (r result) loadBetween(from, to time.Duration) float64 {
 		n += v
 	}
 	return float64(n) / (float64(b-a) * binWidth.Seconds())
+}
+
+// servedBetween is the share of the logical requests started between from
+// and to that succeeded.
+func (r result) servedBetween(from, to time.Duration) float64 {
+	n, ok := 0, 0
+	for i := int(from / binWidth); i < min(int(to/binWidth), len(r.started)); i++ {
+		n += r.started[i]
+		if i < len(r.served) {
+			ok += r.served[i]
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(ok) / float64(n)
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/retryhttp/retryhttp/internal/backoff"
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/defaults"
+	"github.com/retryhttp/retryhttp/internal/gradient"
 	"github.com/retryhttp/retryhttp/internal/throttle"
+	"github.com/retryhttp/retryhttp/overload"
 )
 
 // simulate runs a strategy through a scenario in virtual time. The waits
@@ -40,7 +42,22 @@ type sim struct {
 	throttle *throttle.Host // the strategy's Throttle, shared by the clients
 	reject   *capacityServer
 	fifo     *queueServer
+	shed     *shedder // the strategy's, in front of fifo
 }
+
+// shedder is an overload.Shedder in virtual time: the same limit, fed the
+// latency of each request it admitted, from its arrival to its reply, and
+// the same admission of a Default request (below ShareDefault of the
+// limit). A shed request is answered 503 with Retry-After: 1 at once.
+type shedder struct {
+	g        gradient.Limit
+	inflight int
+	shed     int
+}
+
+// shedRetryAfter is the Retry-After of a shed request: the Shedder's 1 s
+// floor, what it says while the latency is below a second.
+const shedRetryAfter = time.Second
 
 type simClient struct {
 	start    time.Duration
@@ -62,6 +79,9 @@ func newSim(sc scenario, st strategy, seed uint64) *sim {
 	}
 	if sc.queue {
 		s.fifo = &queueServer{capacity: float64(sc.capacity), down: sc.outageAt, up: sc.recovery(), slow: sc.slow}
+		if st.shed {
+			s.shed = &shedder{g: gradient.New(overload.DefaultInitial, overload.DefaultMin, overload.DefaultMax, overload.DefaultTolerance)}
+		}
 	} else {
 		s.reject = newCapacityServer(sc)
 	}
@@ -120,6 +140,8 @@ func (s *sim) run() result {
 		switch e.kind {
 		case evStart:
 			c.start = e.at
+			s.res.started = grow(s.res.started, int(e.at/binWidth))
+			s.res.started[int(e.at/binWidth)]++
 			if b := s.budgetOf(c); b != nil {
 				b.Deposit(e.at)
 			}
@@ -129,6 +151,10 @@ func (s *sim) run() result {
 		case evArrive:
 			s.arrive(e)
 		case evDone: // queue model: the server finished an attempt
+			if s.shed != nil {
+				s.shed.g.Update(e.at-e.arrived, s.shed.inflight, false)
+				s.shed.inflight--
+			}
 			if !c.waiting || e.attempt != c.attempts || c.done {
 				s.res.wasted = grow(s.res.wasted, int(e.at/binWidth))
 				s.res.wasted[int(e.at/binWidth)]++
@@ -145,10 +171,12 @@ func (s *sim) run() result {
 			if e.ok {
 				c.done = true
 				s.res.succeeded++
+				s.res.served = grow(s.res.served, int(c.start/binWidth))
+				s.res.served[int(c.start/binWidth)]++
 				s.res.finished = max(s.res.finished, e.at)
 				continue
 			}
-			s.failed(c, e.client, e.at)
+			s.failed(c, e.client, e.at, e.retryAfter)
 		case evTimeout:
 			if !c.waiting || e.attempt != c.attempts || c.done {
 				continue
@@ -157,7 +185,7 @@ func (s *sim) run() result {
 			if s.throttle != nil {
 				s.throttle.Count(false, simEpoch.Add(e.at))
 			}
-			s.failed(c, e.client, e.at)
+			s.failed(c, e.client, e.at, 0)
 		}
 	}
 	if s.fifo != nil {
@@ -191,8 +219,16 @@ func (s *sim) send(c *simClient, id int, at time.Duration) {
 
 // arrive is an attempt reaching the server.
 func (s *sim) arrive(e event) {
+	if s.shed != nil {
+		if float64(s.shed.inflight) >= s.shed.g.Value()*gradient.ShareDefault {
+			s.shed.shed++
+			s.q.push(event{at: e.at + s.netDelay(), client: e.client, kind: evReply, attempt: e.attempt, retryAfter: shedRetryAfter})
+			return
+		}
+		s.shed.inflight++
+	}
 	if s.fifo != nil {
-		s.q.push(event{at: s.fifo.enqueue(e.at), client: e.client, kind: evDone, attempt: e.attempt})
+		s.q.push(event{at: s.fifo.enqueue(e.at), client: e.client, kind: evDone, attempt: e.attempt, arrived: e.at})
 		return
 	}
 	ok := s.reject.admit(e.at)
@@ -200,11 +236,15 @@ func (s *sim) arrive(e event) {
 }
 
 // failed decides whether a failed attempt is retried, as
-// Transport.RoundTrip does.
-func (s *sim) failed(c *simClient, id int, at time.Duration) {
+// Transport.RoundTrip does; a server's Retry-After, when it gave one, is
+// the wait.
+func (s *sim) failed(c *simClient, id int, at, retryAfter time.Duration) {
 	p := s.st.policy
 	c.prev = backoff.Delay(backoff.Jitter(p.Jitter), p.BaseDelay, p.MaxDelay, c.attempts-1, c.prev, s.rng.Float64())
 	wait := c.prev
+	if retryAfter > 0 {
+		wait = retryAfter
+	}
 	reason := retryhttp.ReasonNone
 	switch {
 	case c.attempts >= p.MaxAttempts:
@@ -237,13 +277,15 @@ const (
 )
 
 type event struct {
-	at      time.Duration
-	seq     uint64 // ties broken by insertion order, for determinism
-	client  int
-	kind    eventKind
-	ok      bool
-	attempt int
-	version int // contention: the row version read
+	at         time.Duration
+	seq        uint64 // ties broken by insertion order, for determinism
+	client     int
+	kind       eventKind
+	ok         bool
+	attempt    int
+	version    int           // contention: the row version read
+	arrived    time.Duration // queue model: when the attempt reached the server
+	retryAfter time.Duration // a reply's Retry-After: a shed request's
 }
 
 // eventQueue is a min-heap of events by time, then insertion order: a

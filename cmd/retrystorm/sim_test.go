@@ -141,7 +141,7 @@ func TestReproduce(t *testing.T) {
 // The queue model: a short slowdown into a FIFO server near capacity,
 // with one retry per timeout, stays down; the load doubles.
 func TestQueueModelMetastable(t *testing.T) {
-	without, with, _ := hotos(3)
+	without, with, _, _, _ := hotos(3)
 	if without < 1.8 || with > 1.1 {
 		t.Fatalf("load after the trigger: %.2f without a budget, %.2f with; want about 2 and about 1", without, with)
 	}
