@@ -302,6 +302,10 @@ func TestCircuitGaugeTwoBreakersOneHost(t *testing.T) {
 	f := gather(t, reg)
 	require.Len(t, f["retryhttp_circuit_state"].Metric, 1)
 	assert.Equal(t, 2.0, value(f, "retryhttp_circuit_state", "host=http://api.test"), "the worst state")
+	// The gauge holds Breakers weakly: without this, a collection before
+	// the scrape may take them, and the scrape would have nothing to say.
+	runtime.KeepAlive(open)
+	runtime.KeepAlive(closed)
 }
 
 // Short-lived Transports, each with its own Breaker, on one long-lived

@@ -86,7 +86,6 @@ const (
 	DefaultInitial   = 20
 	DefaultTolerance = 1.5
 	DefaultMaxKeys   = 1024
-
 )
 
 // NewLimiter returns a Limiter with the given options, or an error that
