@@ -179,7 +179,7 @@ func (l *Limiter) forgetIdle() {
 	l.keys.Range(func(k, v any) bool {
 		lim := v.(*Limit)
 		lim.mu.Lock()
-		idle := lim.inflight == 0 && len(lim.waiters) == 0
+		idle := lim.inflight.Load() == 0 && len(lim.waiters) == 0
 		lim.mu.Unlock()
 		if idle {
 			l.keys.Delete(k)
@@ -192,18 +192,33 @@ func (l *Limiter) forgetIdle() {
 
 // Limit is one key's limit and the calls in flight under it. It is safe
 // for concurrent use.
+//
+// Admission takes no lock: a compare-and-swap on the count in flight,
+// when nobody waits. A call's latency is read, and the limit moved, for
+// every call admitted while the limit is in use (at least half of it in
+// flight: the only samples that can move it) and for one in sampleEvery
+// of the others, which only feed the long-term average; a drop is always
+// counted. So a host far below its limit costs two atomic additions per
+// call and no clock reading most of the time.
 type Limit struct {
 	s   *settings
 	key string
 
-	mu       sync.Mutex
-	g        gradient.Limit
-	inflight int
-	waiters  []*waiter // FIFO
-	// limit is g.limit rounded down, the number of calls admitted at once;
-	// published for Current without the lock.
+	inflight atomic.Int64
+	admitted atomic.Uint64 // calls admitted without waiting, to sample one in sampleEvery
+	waiting  atomic.Int64  // len(waiters), read without the lock
+	// limit is the gradient's limit rounded down, the number of calls
+	// admitted at once; written under mu.
 	limit atomic.Int64
+
+	mu      sync.Mutex
+	g       gradient.Limit
+	waiters []*waiter // FIFO
 }
+
+// sampleEvery is how often a call admitted while the limit is not in use
+// has its latency read.
+const sampleEvery = 8
 
 // waiter is a caller queued for a slot. granted is set, under the
 // Limit's lock, when a slot was handed to it.
@@ -220,9 +235,7 @@ func newLimit(s *settings, key string) *Limit {
 
 // Current returns the limit and the calls in flight now.
 func (lim *Limit) Current() (limit, inflight int) {
-	lim.mu.Lock()
-	defer lim.mu.Unlock()
-	return int(lim.limit.Load()), lim.inflight
+	return int(lim.limit.Load()), int(lim.inflight.Load())
 }
 
 // TryAcquire admits a call if the limit has room, without waiting.
@@ -231,19 +244,44 @@ func (lim *Limit) TryAcquire(ctx context.Context) (Permit, bool) {
 }
 
 // admit admits a call of priority p if fewer than share of the limit are
-// in flight (at least one call is always admitted), without waiting.
+// in flight (at least one call is always admitted) and nobody waits,
+// without waiting.
 func (lim *Limit) admit(ctx context.Context, share float64, p Priority) (Permit, bool) {
-	lim.mu.Lock()
-	limit := int(lim.limit.Load())
-	if lim.inflight >= max(1, int(float64(limit)*share)) || len(lim.waiters) > 0 {
-		inflight := lim.inflight
-		lim.mu.Unlock()
-		lim.refused(ctx, p, limit, inflight)
-		return Permit{}, false
+	if pm, ok := lim.take(ctx, share); ok {
+		return pm, true
 	}
-	lim.inflight++
-	lim.mu.Unlock()
-	return Permit{lim: lim, ctx: ctx, start: sinceBase()}, true
+	lim.refused(ctx, p, int(lim.limit.Load()), int(lim.inflight.Load()))
+	return Permit{}, false
+}
+
+// take takes a slot if fewer than share of the limit are in flight and
+// nobody waits.
+func (lim *Limit) take(ctx context.Context, share float64) (Permit, bool) {
+	for {
+		n, limit := lim.inflight.Load(), lim.limit.Load()
+		room := limit
+		if share != 1 {
+			room = max(1, int64(float64(limit)*share))
+		}
+		if n >= room || lim.waiting.Load() > 0 {
+			return Permit{}, false
+		}
+		if lim.inflight.CompareAndSwap(n, n+1) {
+			return lim.permit(ctx, n+1, limit), true
+		}
+	}
+}
+
+// permit is the Permit of a call admitted with inflight in flight, itself
+// included, under limit: sampled if the limit is in use, and otherwise one
+// call in sampleEvery (a counter: cheaper than a random number, and the
+// calls of a key are not in step with it).
+func (lim *Limit) permit(ctx context.Context, inflight, limit int64) Permit {
+	pm := Permit{lim: lim, ctx: ctx, inflight: inflight}
+	if inflight*2 >= limit || lim.admitted.Add(1)%sampleEvery == 0 {
+		pm.start, pm.sampled = sinceBase(), true
+	}
+	return pm
 }
 
 // Acquire admits a call: at once if the limit has room, or after a wait
@@ -257,19 +295,33 @@ func (lim *Limit) Acquire(ctx context.Context) (Permit, error) {
 // acquire is Acquire for a call of priority p, the Priority of its
 // refusal's Event.
 func (lim *Limit) acquire(ctx context.Context, p Priority) (Permit, error) {
+	if pm, ok := lim.take(ctx, 1); ok {
+		return pm, nil
+	}
 	lim.mu.Lock()
-	if lim.inflight < int(lim.limit.Load()) && len(lim.waiters) == 0 {
-		lim.inflight++
-		lim.mu.Unlock()
-		return Permit{lim: lim, ctx: ctx, start: sinceBase()}, nil
+	// Counted as waiting before the count in flight is read again: a
+	// release that decremented it either is seen here, or sees the waiter
+	// and wakes it (under mu, once it is in the queue).
+	lim.waiting.Add(1)
+	for {
+		n := lim.inflight.Load()
+		if n >= lim.limit.Load() || len(lim.waiters) > 0 {
+			break
+		}
+		if lim.inflight.CompareAndSwap(n, n+1) {
+			lim.waiting.Add(-1)
+			lim.mu.Unlock()
+			return lim.permit(ctx, n+1, lim.limit.Load()), nil
+		}
 	}
 	if len(lim.waiters) >= lim.s.queue {
-		limit, inflight := int(lim.limit.Load()), lim.inflight
+		lim.waiting.Add(-1)
 		lim.mu.Unlock()
-		lim.refused(ctx, p, limit, inflight)
+		lim.refused(ctx, p, int(lim.limit.Load()), int(lim.inflight.Load()))
 		return Permit{}, ErrLimited
 	}
 	if err := ctx.Err(); err != nil {
+		lim.waiting.Add(-1)
 		lim.mu.Unlock()
 		return Permit{}, context.Cause(ctx)
 	}
@@ -286,7 +338,7 @@ func (lim *Limit) acquire(ctx context.Context, p Priority) (Permit, error) {
 	var err error
 	select {
 	case <-w.ready:
-		return Permit{lim: lim, ctx: ctx, start: sinceBase()}, nil
+		return Permit{lim: lim, ctx: ctx, start: sinceBase(), sampled: true, inflight: lim.limit.Load()}, nil
 	case <-timeout:
 		err = ErrLimited
 	case <-ctx.Done():
@@ -294,15 +346,14 @@ func (lim *Limit) acquire(ctx context.Context, p Priority) (Permit, error) {
 	}
 	lim.mu.Lock()
 	if w.granted { // a slot came as the wait ended: hand it on
-		lim.inflight--
+		lim.inflight.Add(-1)
 		lim.wake()
 	} else {
 		lim.remove(w)
 	}
-	limit, inflight := int(lim.limit.Load()), lim.inflight
 	lim.mu.Unlock()
 	if err == ErrLimited {
-		lim.refused(ctx, p, limit, inflight)
+		lim.refused(ctx, p, int(lim.limit.Load()), int(lim.inflight.Load()))
 	}
 	return Permit{}, err
 }
@@ -319,6 +370,7 @@ func (lim *Limit) remove(w *waiter) {
 	for i, o := range lim.waiters {
 		if o == w {
 			lim.waiters = append(lim.waiters[:i], lim.waiters[i+1:]...)
+			lim.waiting.Add(-1)
 			return
 		}
 	}
@@ -327,30 +379,48 @@ func (lim *Limit) remove(w *waiter) {
 // wake hands the free slots to the callers at the head of the queue.
 // lim.mu must be held.
 func (lim *Limit) wake() {
-	for len(lim.waiters) > 0 && lim.inflight < int(lim.limit.Load()) {
+	for len(lim.waiters) > 0 {
+		n := lim.inflight.Load()
+		if n >= lim.limit.Load() {
+			return
+		}
+		if !lim.inflight.CompareAndSwap(n, n+1) {
+			continue
+		}
 		w := lim.waiters[0]
 		lim.waiters[0] = nil
 		lim.waiters = lim.waiters[1:]
+		lim.waiting.Add(-1)
 		w.granted = true
-		lim.inflight++
 		close(w.ready)
 	}
 }
 
-// release ends a call admitted by lim; sample says whether its latency
-// and outcome teach the limit anything.
-func (lim *Limit) release(ctx context.Context, took time.Duration, sample, drop bool) (limit int, changed bool) {
+// release ends a call admitted by lim with inflight in flight, itself
+// included (the count its sample is judged by, as concurrency-limits
+// does). A call with a latency to teach (sampled, took is it) or a drop
+// moves the limit under the lock; any
+// other only gives its slot back, and takes the lock only if someone
+// waits for it.
+func (lim *Limit) release(ctx context.Context, took time.Duration, inflight int64, sampled, drop bool) (limit int, changed bool) {
+	if !sampled && !drop {
+		lim.inflight.Add(-1)
+		if lim.waiting.Load() > 0 {
+			lim.mu.Lock()
+			lim.wake()
+			lim.mu.Unlock()
+		}
+		return int(lim.limit.Load()), false
+	}
 	lim.mu.Lock()
 	old := lim.limit.Load()
-	if sample {
-		lim.limit.Store(int64(lim.g.Update(took, lim.inflight, drop)))
-	}
-	lim.inflight--
+	lim.limit.Store(int64(lim.g.Update(took, int(inflight), drop)))
+	lim.inflight.Add(-1)
 	lim.wake()
-	now, inflight := lim.limit.Load(), lim.inflight
+	now, after := lim.limit.Load(), lim.inflight.Load()
 	lim.mu.Unlock()
 	if now != old && len(lim.s.hooks) > 0 {
-		tell(ctx, lim.s.hooks, Event{Kind: EventLimit, Name: lim.s.name, Key: lim.key, Limit: int(now), InFlight: inflight})
+		tell(ctx, lim.s.hooks, Event{Kind: EventLimit, Name: lim.s.name, Key: lim.key, Limit: int(now), InFlight: int(after)})
 	}
 	return int(now), now != old
 }
@@ -359,32 +429,41 @@ func (lim *Limit) release(ctx context.Context, took time.Duration, sample, drop 
 // called on it when the call ends; the zero Permit admits nothing and
 // both are no-ops on it.
 type Permit struct {
-	lim   *Limit
-	ctx   context.Context // the caller's, for the hooks
-	start time.Duration   // when it was admitted, as sinceBase reads it
+	lim      *Limit
+	ctx      context.Context // the caller's, for the hooks
+	start    time.Duration   // when it was admitted, as sinceBase reads it, if sampled
+	inflight int64           // the calls in flight when it was admitted, itself included
+	sampled  bool            // its latency is read
 }
 
 // base is the origin of sinceBase's clock: a monotonic reading is
 // cheaper than time.Now, which also reads the wall clock.
 var base = time.Now()
 
+// sinceBase reads the monotonic clock. Only differences of its readings
+// mean anything (inside a synctest bubble, whose clock starts in 2000,
+// they are negative).
 func sinceBase() time.Duration { return time.Since(base) }
 
-// Done ends the call and teaches the limit its latency, from the
-// admission to now, and whether it was a drop: a timeout, or a refusal of
-// the server's (429, 503) that says it is overloaded. It returns the limit
-// after the sample, and whether the sample changed it.
+// Done ends the call and teaches the limit whether it was a drop (a
+// timeout, or a refusal of the server's, 429 or 503, that says it is
+// overloaded) and, if it was sampled, its latency, from the admission to
+// now. It returns the limit after it, and whether it changed it.
 func (p Permit) Done(drop bool) (limit int, changed bool) {
 	if p.lim == nil {
 		return 0, false
 	}
-	return p.lim.release(p.ctx, sinceBase()-p.start, true, drop)
+	var took time.Duration
+	if p.sampled {
+		took = sinceBase() - p.start
+	}
+	return p.lim.release(p.ctx, took, p.inflight, p.sampled, drop)
 }
 
 // Cancel ends a call whose outcome teaches nothing, one the caller
 // abandoned, and frees its slot.
 func (p Permit) Cancel() {
 	if p.lim != nil {
-		p.lim.release(p.ctx, 0, false, false)
+		p.lim.release(p.ctx, 0, 0, false, false)
 	}
 }
