@@ -58,6 +58,17 @@ func pinned(t *testing.T, n, queue int) *overload.Limiter {
 	return l
 }
 
+// goSend sends req through tr on a goroutine of wg's, expecting a
+// response.
+func goSend(t *testing.T, wg *sync.WaitGroup, tr *Transport, req *http.Request) {
+	wg.Go(func() {
+		resp, err := tr.RoundTrip(req)
+		if assert.NoError(t, err) {
+			resp.Body.Close()
+		}
+	})
+}
+
 // Over the host's limit with no queue, an attempt is refused at once,
 // nothing sent: a give-up with ReasonLimited wrapping ErrLimited.
 func TestLimitRefusesAtOnce(t *testing.T) {
@@ -69,12 +80,7 @@ func TestLimitRefusesAtOnce(t *testing.T) {
 			Hooks: []Hook{retryHook(func(e Event) { mu.Lock(); reasons = append(reasons, e.GiveUp); mu.Unlock() })}}
 		var wg sync.WaitGroup
 		for range 2 {
-			wg.Go(func() {
-				resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
-				if assert.NoError(t, err) {
-					resp.Body.Close()
-				}
-			})
+			goSend(t, &wg, tr, newReq(t, "GET", "", nil))
 		}
 		synctest.Wait()
 		start := time.Now()
@@ -85,19 +91,14 @@ func TestLimitRefusesAtOnce(t *testing.T) {
 		assert.ErrorIs(t, err, overload.ErrLimited)
 		assert.Equal(t, time.Duration(0), time.Since(start), "the refusal waited")
 		assert.Equal(t, int64(2), base.sent.Load(), "the refused attempt was sent")
-		wg.Wait()
-		assert.Equal(t, []Reason{ReasonLimited}, reasons)
-		// Another host has a limit of its own.
+		// Another host has a limit of its own: sent while the first is full.
 		other, err := http.NewRequest(http.MethodGet, "https://other.test/", nil)
 		require.NoError(t, err)
-		wg.Go(func() {
-			resp, err := tr.RoundTrip(other)
-			if assert.NoError(t, err) {
-				resp.Body.Close()
-			}
-		})
-		wg.Wait()
+		goSend(t, &wg, tr, other)
+		synctest.Wait()
 		assert.Equal(t, int64(3), base.sent.Load(), "another host's request was refused")
+		wg.Wait()
+		assert.Equal(t, []Reason{ReasonLimited}, reasons)
 		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -113,24 +114,14 @@ func TestLimitQueuesWithinTheDeadline(t *testing.T) {
 		tr := &Transport{Base: base, Limit: pinned(t, 2, 16), Logger: slog.New(slog.DiscardHandler)}
 		var wg sync.WaitGroup
 		for range 6 {
-			wg.Go(func() {
-				resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
-				if assert.NoError(t, err) {
-					resp.Body.Close()
-				}
-			})
+			goSend(t, &wg, tr, newReq(t, "GET", "", nil))
 		}
 		wg.Wait()
 		assert.Equal(t, int64(6), base.sent.Load())
 		assert.Equal(t, 2, base.peak, "the most in flight at once")
 
 		for range 2 {
-			wg.Go(func() {
-				resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
-				if assert.NoError(t, err) {
-					resp.Body.Close()
-				}
-			})
+			goSend(t, &wg, tr, newReq(t, "GET", "", nil))
 		}
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
