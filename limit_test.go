@@ -111,7 +111,9 @@ func TestLimitRefusesAtOnce(t *testing.T) {
 func TestLimitQueuesWithinTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{took: 100 * time.Millisecond}
-		tr := &Transport{Base: base, Limit: pinned(t, 2, 16), Logger: slog.New(slog.DiscardHandler)}
+		var giveUps []Reason
+		tr := &Transport{Base: base, Limit: pinned(t, 2, 16), Logger: slog.New(slog.DiscardHandler),
+			Hooks: []Hook{retryHook(func(e Event) { giveUps = append(giveUps, e.GiveUp) })}}
 		var wg sync.WaitGroup
 		for range 6 {
 			goSend(t, &wg, tr, newReq(t, "GET", "", nil))
@@ -132,6 +134,7 @@ func TestLimitQueuesWithinTheDeadline(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, ReasonCanceled, re.Reason)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Empty(t, giveUps, "the caller's own deadline in the queue was reported as a give-up")
 		assert.Equal(t, 30*time.Millisecond, time.Since(start), "the wait ended at the deadline")
 		wg.Wait()
 		assert.Equal(t, int64(8), base.sent.Load(), "the request whose deadline passed in the queue was sent")

@@ -384,6 +384,12 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			var refused Reason
 			if ticket, permit, refused, err = x.gate.allow(x.ctx, at, true); refused != ReasonNone {
 				closeRequestBody(areq)
+				if refused == ReasonCanceled { // the caller's context ended in the limit's queue: its own doing, no give-up
+					if last != nil {
+						discard(last)
+					}
+					return t.finish(x, ending{nil, err, attempt - 1, ReasonCanceled})
+				}
 				return t.cannotSend(x, &Event{Request: areq, Attempt: attempt - 1, Response: last, Err: err, GiveUp: refused})
 			}
 		}
