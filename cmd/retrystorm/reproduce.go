@@ -55,6 +55,7 @@ const (
 	srcSRE22   = "SRE book ch. 22"
 	srcHotOS   = "HotOS 2021"
 	srcTail    = "Tail at Scale 2013"
+	srcOurs    = "no source"
 )
 
 // awsStrategies are the study's five, as retryhttp policies: JitterNone is
@@ -285,6 +286,31 @@ func reproduceRows(seed uint64) reproduction {
 			ours: loadShed, unit: "x", tol: tolerance{rel: 0.05}},
 		row{source: srcHotOS, figure: "the same: queries answered in time", published: 100, said: "no figure; nearly all",
 			ours: 100 * served, unit: "%", tol: tolerance{lo: 98.5, hi: 100}})
+	// No source publishes these: each row states what the model implies
+	// and holds ours to it.
+	goodput, p99, serverP99, _ := halved(seed)
+	half := float64(halvedScenario().capacity) / 2
+	rep.rows = append(rep.rows,
+		row{source: srcOurs, figure: "250/s into 300/s, capacity halved for 60 s, the Transport's defaults: answered per second", published: 0,
+			said: "none in time: the queue outgrows the timeout", ours: goodput[0], unit: "/s", tol: tolerance{lo: 0, hi: 0.1 * half}},
+		row{source: srcOurs, figure: "the same: p99 at the server", published: 0, said: "the backlog: tens of seconds",
+			ours: serverP99[0], unit: "ms", tol: tolerance{lo: 10_000, hi: math.Inf(1)}},
+		row{source: srcOurs, figure: "the same with the client limit: answered per second", published: half, said: "the halved capacity, 150/s",
+			ours: goodput[1], unit: "/s", tol: tolerance{lo: 0.9 * half, hi: half}},
+		row{source: srcOurs, figure: "the same with the client limit: p99 at the server", published: 0, said: "within the 1 s timeout",
+			ours: serverP99[1], unit: "ms", tol: tolerance{lo: 0, hi: 1000}},
+		row{source: srcOurs, figure: "the same with the client limit: p99 of the answered", published: 0, said: "within the 1 s timeout",
+			ours: p99[1], unit: "ms", tol: tolerance{lo: 0, hi: 1000}})
+	ours, aws, servedRatio := awsAgainstDefaults(seed)
+	sc := stormThrottled()
+	rep.rows = append(rep.rows,
+		row{source: srcOurs, figure: "900/s into 1,000/s, 2 s outage, rejections as 429s, the Transport's defaults: load", published: 0,
+			said: fmt.Sprintf("at most the budget's %.3fx", budgetBound(sc, 1)), ours: ours, unit: "x", tol: tolerance{lo: 1, hi: budgetBound(sc, 1)}},
+		row{source: srcOurs, figure: "the same, the AWS standard mode's values: load", published: 0,
+			said: fmt.Sprintf("more, at most %.3fx (a throttled retry costs 5/14)", budgetBound(sc, 5.0/14)), ours: aws, unit: "x",
+			tol: tolerance{lo: ours, hi: budgetBound(sc, 5.0/14)}},
+		row{source: srcOurs, figure: "the same: requests served, the AWS values' over ours", published: 1, said: "about the same",
+			ours: servedRatio, unit: "x", tol: tolerance{rel: 0.05}})
 	return rep
 }
 

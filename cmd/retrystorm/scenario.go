@@ -40,6 +40,7 @@ type scenario struct {
 	fixed      time.Duration // the fixed-delay strategy's wait
 	budget     budgetConfig  // the budget strategies'
 	budgetEach bool          // one budget per client instead of one shared
+	throttling bool          // reject model: a rejection is a throttling answer (429), not a failure (503)
 }
 
 // budgetConfig are a retry budget's numbers.
@@ -111,6 +112,11 @@ type strategy struct {
 	budget   bool // retries draw from the scenario's budget
 	throttle bool // attempts pass a Throttle (K 2, a throttleWindow window), shared by the clients
 	shed     bool // the queueing server sheds what is over an adaptive limit, as an overload.Shedder does
+	limit    bool // attempts pass one client-side concurrency limit (an overload.Limiter refusing at once), shared by the clients
+
+	// throttleCost is BudgetOptions.ThrottleCost: what a retry after a
+	// throttling answer withdraws. 0 means 1.
+	throttleCost float64
 }
 
 // throttleWindow is the Throttle's window in the demo's scenarios, which
@@ -127,14 +133,14 @@ func (s scenario) strategies() []strategy {
 		return retryhttp.Policy{MaxAttempts: attempts, BaseDelay: base, MaxDelay: cap, Jitter: j, MaxElapsed: s.deadline + time.Hour}
 	}
 	return []strategy{
-		{"no backoff", p(time.Nanosecond, time.Nanosecond, retryhttp.JitterNone), false, false, false},
-		{"fixed delay", p(s.fixed, s.fixed, retryhttp.JitterNone), false, false, false},
-		{"exponential", p(s.base, s.cap, retryhttp.JitterNone), false, false, false},
-		{"full jitter", p(s.base, s.cap, retryhttp.JitterFull), false, false, false},
-		{"equal jitter", p(s.base, s.cap, retryhttp.JitterEqual), false, false, false},
-		{"decorrelated", p(s.base, s.cap, retryhttp.JitterDecorrelated), false, false, false},
-		{"full jitter+budget", p(s.base, s.cap, retryhttp.JitterFull), true, false, false},
-		{"full jitter+budget+throttle", p(s.base, s.cap, retryhttp.JitterFull), true, true, false},
+		{name: "no backoff", policy: p(time.Nanosecond, time.Nanosecond, retryhttp.JitterNone)},
+		{name: "fixed delay", policy: p(s.fixed, s.fixed, retryhttp.JitterNone)},
+		{name: "exponential", policy: p(s.base, s.cap, retryhttp.JitterNone)},
+		{name: "full jitter", policy: p(s.base, s.cap, retryhttp.JitterFull)},
+		{name: "equal jitter", policy: p(s.base, s.cap, retryhttp.JitterEqual)},
+		{name: "decorrelated", policy: p(s.base, s.cap, retryhttp.JitterDecorrelated)},
+		{name: "full jitter+budget", policy: p(s.base, s.cap, retryhttp.JitterFull), budget: true},
+		{name: "full jitter+budget+throttle", policy: p(s.base, s.cap, retryhttp.JitterFull), budget: true, throttle: true},
 	}
 }
 
@@ -171,8 +177,36 @@ type result struct {
 	wasted    []int          // queue model: work completed per bin for callers that had given up
 	started   []int          // logical requests started per bin
 	served    []int          // of them, by the bin they started in, those that succeeded
+	answered  []answer       // the logical requests that succeeded, in the order they did
+	atServer  []answer       // queue model: the attempts the server finished, from their arrival to their reply
 	finished  time.Duration  // when the last logical request ended
 	recovery  time.Duration  // when the trigger ended
+}
+
+// answer is a logical request that succeeded: when it started and how
+// long it took, its retries' waits included.
+type answer struct{ start, took time.Duration }
+
+// answeredBetween returns, of the logical requests started between from
+// and to, how many succeeded per second and their latency's q quantile
+// (0 if none did).
+func (r result) answeredBetween(from, to time.Duration, q float64) (perSecond float64, latency time.Duration) {
+	return between(r.answered, from, to, q)
+}
+
+// between returns, of the answers started between from and to, how many
+// there were per second and their latency's q quantile (0 if none).
+func between(as []answer, from, to time.Duration, q float64) (perSecond float64, latency time.Duration) {
+	var took []time.Duration
+	for _, a := range as {
+		if a.start >= from && a.start < to {
+			took = append(took, a.took)
+		}
+	}
+	if len(took) == 0 {
+		return 0, 0
+	}
+	return float64(len(took)) / (to - from).Seconds(), quantile(took, q)
 }
 
 func (r result) amplification() float64 {

@@ -43,6 +43,27 @@ type sim struct {
 	reject   *capacityServer
 	fifo     *queueServer
 	shed     *shedder // the strategy's, in front of fifo
+	limit    *clientLimit
+}
+
+// clientLimit is an overload.Limiter in virtual time, for one host and
+// shared by the clients, refusing at once past its limit (Options.Queue
+// 0): the same limit, fed each attempt's latency from its send to its
+// reply, with the count in flight at its admission, and a drop for a
+// timeout or a refusal, as the Transport settles a Permit.
+type clientLimit struct {
+	g        gradient.Limit
+	inflight int
+}
+
+// settle ends c's attempt's permit at t.
+func (l *clientLimit) settle(c *simClient, t time.Duration, drop bool) {
+	if c.admitted == 0 {
+		return
+	}
+	l.g.Update(t-c.sentAt, c.admitted, drop)
+	l.inflight--
+	c.admitted = 0
 }
 
 // shedder is an overload.Shedder in virtual time: the same limit, fed the
@@ -66,6 +87,8 @@ type simClient struct {
 	waiting  bool          // the current attempt is out: no reply, no timeout yet
 	done     bool
 	budget   *budget.Budget // its own, when the scenario gives each client one
+	sentAt   time.Duration  // when the current attempt was sent
+	admitted int            // the count in flight when the client limit admitted the current attempt; 0: not held
 }
 
 func newSim(sc scenario, st strategy, seed uint64) *sim {
@@ -84,6 +107,9 @@ func newSim(sc scenario, st strategy, seed uint64) *sim {
 		}
 	} else {
 		s.reject = newCapacityServer(sc)
+	}
+	if st.limit {
+		s.limit = &clientLimit{g: gradient.New(overload.DefaultInitial, overload.DefaultMin, overload.DefaultMax, overload.DefaultTolerance)}
 	}
 	// Logical requests: an open-loop Poisson stream, or clients that all
 	// start within 10 ms ("all timed out" still start a few ms apart).
@@ -151,6 +177,7 @@ func (s *sim) run() result {
 		case evArrive:
 			s.arrive(e)
 		case evDone: // queue model: the server finished an attempt
+			s.res.atServer = append(s.res.atServer, answer{start: e.arrived, took: e.at - e.arrived})
 			if s.shed != nil {
 				s.shed.g.Update(e.at-e.arrived, s.shed.inflight, false)
 				s.shed.inflight--
@@ -168,15 +195,19 @@ func (s *sim) run() result {
 			if s.throttle != nil {
 				s.throttle.Count(e.ok, simEpoch.Add(e.at))
 			}
+			if s.limit != nil {
+				s.limit.settle(c, e.at, !e.ok)
+			}
 			if e.ok {
 				c.done = true
 				s.res.succeeded++
+				s.res.answered = append(s.res.answered, answer{start: c.start, took: e.at - c.start})
 				s.res.served = grow(s.res.served, int(c.start/binWidth))
 				s.res.served[int(c.start/binWidth)]++
 				s.res.finished = max(s.res.finished, e.at)
 				continue
 			}
-			s.failed(c, e.client, e.at, e.retryAfter)
+			s.failed(c, e.client, e.at, e.retryAfter, e.retryAfter > 0 || s.sc.throttling)
 		case evTimeout:
 			if !c.waiting || e.attempt != c.attempts || c.done {
 				continue
@@ -185,7 +216,10 @@ func (s *sim) run() result {
 			if s.throttle != nil {
 				s.throttle.Count(false, simEpoch.Add(e.at))
 			}
-			s.failed(c, e.client, e.at, 0)
+			if s.limit != nil {
+				s.limit.settle(c, e.at, true)
+			}
+			s.failed(c, e.client, e.at, 0, false)
 		}
 	}
 	if s.fifo != nil {
@@ -200,15 +234,28 @@ func (s *sim) run() result {
 // simEpoch is virtual time's zero, as the Throttle reads it.
 var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// send starts the client's next attempt, unless the Throttle rejects it:
-// then the client gives up, as the Transport does.
+// send starts the client's next attempt, unless the Throttle or the
+// client limit refuses it: then the client gives up, as the Transport
+// does.
 func (s *sim) send(c *simClient, id int, at time.Duration) {
-	if s.throttle != nil && !s.throttle.Allow(defaults.ThrottleK, simEpoch.Add(at), s.rng.Float64) {
+	refused := retryhttp.ReasonNone
+	switch {
+	case s.limit != nil && s.limit.inflight >= int(s.limit.g.Value()):
+		refused = retryhttp.ReasonLimited
+	case s.throttle != nil && !s.throttle.Allow(defaults.ThrottleK, simEpoch.Add(at), s.rng.Float64):
+		refused = retryhttp.ReasonThrottled
+	}
+	if refused != retryhttp.ReasonNone {
 		c.done = true
-		s.res.giveUps[retryhttp.ReasonThrottled.String()]++
+		s.res.giveUps[refused.String()]++
 		s.res.finished = max(s.res.finished, at)
 		return
 	}
+	if s.limit != nil {
+		s.limit.inflight++
+		c.admitted = s.limit.inflight
+	}
+	c.sentAt = at
 	c.attempts++
 	c.waiting = true
 	s.q.push(event{at: at + s.netDelay(), client: id, kind: evArrive, attempt: c.attempts})
@@ -237,10 +284,19 @@ func (s *sim) arrive(e event) {
 
 // failed decides whether a failed attempt is retried, as
 // Transport.RoundTrip does; a server's Retry-After, when it gave one, is
-// the wait.
-func (s *sim) failed(c *simClient, id int, at, retryAfter time.Duration) {
+// the wait. After a throttling answer the backoff starts from
+// Policy.ThrottleDelay and the budget charges the strategy's
+// throttleCost.
+func (s *sim) failed(c *simClient, id int, at, retryAfter time.Duration, throttled bool) {
 	p := s.st.policy
-	c.prev = backoff.Delay(backoff.Jitter(p.Jitter), p.BaseDelay, p.MaxDelay, c.attempts-1, c.prev, s.rng.Float64())
+	base, cost := p.BaseDelay, 1.0
+	if throttled && p.ThrottleDelay > 0 {
+		base = p.ThrottleDelay
+	}
+	if throttled && s.st.throttleCost > 0 {
+		cost = s.st.throttleCost
+	}
+	c.prev = backoff.Delay(backoff.Jitter(p.Jitter), base, p.MaxDelay, c.attempts-1, c.prev, s.rng.Float64())
 	wait := c.prev
 	if retryAfter > 0 {
 		wait = retryAfter
@@ -253,7 +309,7 @@ func (s *sim) failed(c *simClient, id int, at, retryAfter time.Duration) {
 		reason = retryhttp.ReasonElapsed
 	case at+wait > c.start+s.sc.deadline:
 		reason = retryhttp.ReasonDeadline
-	case s.budgetOf(c) != nil && !s.budgetOf(c).Withdraw(at):
+	case s.budgetOf(c) != nil && !s.budgetOf(c).WithdrawCost(at, cost):
 		reason = retryhttp.ReasonBudget
 	}
 	if reason != retryhttp.ReasonNone {

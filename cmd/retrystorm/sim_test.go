@@ -127,7 +127,7 @@ func TestReproduce(t *testing.T) {
 	if code := reproduce(&out, &errb, []uint64{1, 2}, t.TempDir()); code != 0 {
 		t.Errorf("-reproduce on seeds 1 and 2 exited %d: %s\n%s", code, errb.String(), out.String())
 	}
-	for _, want := range []string{"AWS 2015", "Brooker 2022", "SRE book ch. 21", "SRE book ch. 22", "HotOS 2021", "Tail at Scale 2013",
+	for _, want := range []string{"AWS 2015", "Brooker 2022", "SRE book ch. 21", "SRE book ch. 22", "HotOS 2021", "Tail at Scale 2013", "no source",
 		"seed 1", "seed 2", "reproduce-aws-contention.png", "within"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q", want)
@@ -305,5 +305,52 @@ func TestThrottleShedsRejectedLoad(t *testing.T) {
 	}
 	if throttled.giveUps["throttled"] == 0 {
 		t.Error("no request was throttled")
+	}
+}
+
+// The client limit in virtual time holds a permit per attempt out and
+// gives every one back: once the run is over nothing is in flight, the
+// requests over the limit ended as limited, and the limit came down from
+// where it started while the capacity was halved.
+func TestClientLimitSettlesEveryPermit(t *testing.T) {
+	sc := halvedScenario()
+	sc.runFor = 0 // to the end: every attempt has a reply or a timeout
+	s := newSim(sc, strategy{name: "limit", policy: defaultPolicy(), budget: true, limit: true}, 3)
+	r := s.run()
+	if s.limit.inflight != 0 {
+		t.Fatalf("%d permits still held after the run", s.limit.inflight)
+	}
+	if r.giveUps[retryhttp.ReasonLimited.String()] == 0 {
+		t.Fatalf("no request was refused by the limit: give-ups %v", r.giveUps)
+	}
+	if _, ok := r.giveUps[retryhttp.ReasonThrottled.String()]; ok {
+		t.Fatalf("a Throttle refused requests the strategy has no Throttle for: %v", r.giveUps)
+	}
+}
+
+// After a throttling answer the simulator's backoff starts from
+// ThrottleDelay and its budget charges throttleCost, as the Transport's:
+// the same throttled storm with a tenth of the cost lets more retries
+// through, and with a ThrottleDelay past the deadline none at all.
+func TestThrottledRetriesUseTheirOwnDelayAndCost(t *testing.T) {
+	sc := stormThrottled()
+	plain := strategy{name: "plain", policy: defaultPolicy(), budget: true}
+	cheap := plain
+	cheap.throttleCost = 0.1
+	fixed := plain // waits without jitter, capped past the deadline: a base of an hour waits an hour
+	fixed.policy.Jitter, fixed.policy.MaxDelay = retryhttp.JitterNone, 2*time.Hour
+	late := fixed
+	late.policy.ThrottleDelay = time.Hour
+	p, c, l := simulate(sc, plain, 1), simulate(sc, cheap, 1), simulate(sc, late, 1)
+	if c.calls <= p.calls {
+		t.Fatalf("retries costing a tenth of a token sent %d attempts, the full cost %d", c.calls, p.calls)
+	}
+	if l.calls != l.logical {
+		t.Fatalf("with a ThrottleDelay of an hour %d attempts were sent for %d requests: a retry waited less", l.calls, l.logical)
+	}
+	// A 503 is a failure, not throttling: the delay and the cost do not apply.
+	sc.throttling = false
+	if a, b := simulate(sc, fixed, 1), simulate(sc, late, 1); a.calls != b.calls {
+		t.Fatalf("failures retried after ThrottleDelay: %d attempts against %d", b.calls, a.calls)
 	}
 }
