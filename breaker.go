@@ -302,19 +302,6 @@ func (b *Breaker) eachState(f func(host string, s CircuitState)) {
 	})
 }
 
-// lookup returns u's circuit, through the Transport's cache.
-func (b *Breaker) lookup(u *url.URL, cache *atomic.Pointer[lastHost[*Breaker, *hostCircuit]]) *hostCircuit {
-	if hc, ok := cached(cache, b, u); ok && !hc.evicted.Load() {
-		if !hc.used.Load() {
-			hc.used.Store(true)
-		}
-		return hc
-	}
-	hc := b.circuitFor(hostOf(u))
-	remember(cache, b, u, hc)
-	return hc
-}
-
 // allow asks the circuit for one attempt; report the outcome with the
 // returned ticket.
 func (hc *hostCircuit) allow() (circuit.Ticket, error) {

@@ -19,7 +19,7 @@ import (
 // the Breaker then judge the host as it is when the attempt is sent, and
 // no Breaker ticket is held by a caller that waits. A brake added is a field here and a line in allow and
 // report, not an edit of the loop. Its host's state is looked up once per
-// RoundTrip (Transport.gateFor).
+// RoundTrip, for all the brakes at once (hostBrakes).
 type gate struct {
 	budget   *Budget
 	circuit  *hostCircuit    // nil: no Breaker

@@ -3,29 +3,61 @@ package retryhttp
 import (
 	"net/url"
 	"sync/atomic"
+
+	"github.com/retryhttp/retryhttp/overload"
 )
 
-// lastHost is a Transport's memory of what a per-host table (the
-// Breaker's circuits, the Throttle's counts) gave it for the last host it
-// called: most clients call one host, and finding the entry again costs
-// two string comparisons instead of parsing the URL's host and hashing it.
-type lastHost[O comparable, V any] struct {
-	owner        O
+// lastHost is what the per-host brakes (the Breaker's circuits, the
+// Throttle's counts, the Limiter's limits) gave a Transport for the last
+// host it called: most clients call one host, and finding the entries
+// again costs one load and two string comparisons for all the brakes,
+// instead of parsing the URL's host and hashing it once per brake.
+type lastHost struct {
+	breaker      *Breaker
+	throttle     *Throttle
+	limiter      *overload.Limiter
 	scheme, host string // as in the URL
-	v            V
+
+	circuit *hostCircuit    // nil: no Breaker
+	counts  *hostThrottle   // nil: no Throttle
+	limit   *overload.Limit // nil: no Limiter
 }
 
-// cached returns the entry cache remembers for owner and u's host, if it
-// is that host's.
-func cached[O comparable, V any](cache *atomic.Pointer[lastHost[O, V]], owner O, u *url.URL) (V, bool) {
-	if c := cache.Load(); c != nil && c.owner == owner && c.host == u.Host && c.scheme == u.Scheme {
-		return c.v, true
+// hostBrakes returns u's host's entries in b, th and l (each may be nil),
+// through cache.
+func hostBrakes(cache *atomic.Pointer[lastHost], b *Breaker, th *Throttle, l *overload.Limiter, u *url.URL) *lastHost {
+	if c := cache.Load(); c != nil && c.breaker == b && c.throttle == th && c.limiter == l &&
+		c.host == u.Host && c.scheme == u.Scheme && c.fresh() {
+		if c.circuit != nil && !c.circuit.used.Load() {
+			c.circuit.used.Store(true)
+		}
+		return c
 	}
-	var zero V
-	return zero, false
+	return lookUpHost(cache, b, th, l, u)
 }
 
-// remember makes v the entry cache remembers for owner and u's host.
-func remember[O comparable, V any](cache *atomic.Pointer[lastHost[O, V]], owner O, u *url.URL, v V) {
-	cache.Store(&lastHost[O, V]{owner: owner, scheme: u.Scheme, host: u.Host, v: v})
+// lookUpHost is hostBrakes past its cache: u's host is looked up in each
+// brake, and the result cached.
+func lookUpHost(cache *atomic.Pointer[lastHost], b *Breaker, th *Throttle, l *overload.Limiter, u *url.URL) *lastHost {
+	c := &lastHost{breaker: b, throttle: th, limiter: l, scheme: u.Scheme, host: u.Host}
+	if b != nil {
+		c.circuit = b.circuitFor(hostOf(u))
+	}
+	if th != nil {
+		c.counts = th.host(u)
+	}
+	if l != nil {
+		c.limit = l.For(u.Scheme + "://" + u.Host)
+	}
+	cache.Store(c)
+	return c
+}
+
+// fresh reports whether no brake has forgotten its entry since it was
+// cached: a forgotten entry is no longer the one the brake's other
+// callers share.
+func (c *lastHost) fresh() bool {
+	return (c.circuit == nil || !c.circuit.evicted.Load()) &&
+		(c.counts == nil || !c.counts.evicted.Load()) &&
+		(c.limit == nil || !c.limit.Forgotten())
 }

@@ -221,3 +221,45 @@ func TestLimitBoundsHedges(t *testing.T) {
 		}
 	})
 }
+
+// The Transport finds a host's Limit again through its cache, and asks the
+// Limiter anew once the Limiter has forgotten it (MaxKeys): the calls it
+// then sends count against the Limit the host's other callers share.
+func TestTransportAsksAgainForAForgottenLimit(t *testing.T) {
+	limiter, err := overload.NewLimiter(overload.Options{MaxKeys: 1})
+	require.NoError(t, err)
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Header.Get("X-Block") != "" {
+			inside <- struct{}{}
+			<-release
+		}
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	})
+	tr := &Transport{Base: base, Limit: limiter}
+	get := func(url string, block bool) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if block {
+			req.Header.Set("X-Block", "1")
+		}
+		resp, err := tr.RoundTrip(req)
+		if assert.NoError(t, err) {
+			resp.Body.Close()
+		}
+	}
+	get("http://a.test/", false)
+	first := limiter.For("http://a.test")
+	limiter.For("http://b.test") // room for b: a, idle, is forgotten
+	require.True(t, first.Forgotten(), "the Limiter kept a past MaxKeys")
+
+	done := make(chan struct{})
+	go func() { defer close(done); get("http://a.test/", true) }()
+	<-inside
+	_, inflight := limiter.For("http://a.test").Current()
+	_, stale := first.Current()
+	close(release)
+	<-done
+	assert.Equal(t, 1, inflight, "the call in flight is not counted by the Limit the Limiter now has for a")
+	assert.Equal(t, 0, stale, "the call in flight was counted by the forgotten Limit")
+}

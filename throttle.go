@@ -126,16 +126,6 @@ type hostThrottle struct {
 	evicted atomic.Bool // forgotten by the Throttle: a cached pointer to it is stale
 }
 
-// lookup returns u's counts, through the Transport's cache.
-func (t *Throttle) lookup(u *url.URL, cache *atomic.Pointer[lastHost[*Throttle, *hostThrottle]]) *hostThrottle {
-	if h, ok := cached(cache, t, u); ok && !h.evicted.Load() {
-		return h
-	}
-	h := t.host(u)
-	remember(cache, t, u, h)
-	return h
-}
-
 // RejectProbability returns the probability that the next attempt to host
 // is rejected locally. host is a URL's scheme and authority, as for
 // Breaker.State; a host not tracked has 0.

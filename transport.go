@@ -184,14 +184,12 @@ type Transport struct {
 	// redirected or silenced.
 	Logger *slog.Logger
 
-	ownBudget    Budget                                                       // the default budget, when Budget is nil
-	seen         recentKeys                                                   // keys sent recently, to recognise an upper layer's retry
-	resolved     atomic.Pointer[resolvedPolicy]                               // Policy with its defaults, resolved once
-	lastCircuit  atomic.Pointer[lastHost[*Breaker, *hostCircuit]]             // the Breaker circuit of the last host called
-	lastThrottle atomic.Pointer[lastHost[*Throttle, *hostThrottle]]           // the Throttle counts of the last host called
-	lastLimit    atomic.Pointer[lastHost[*overload.Limiter, *overload.Limit]] // the concurrency limit of the last host called
-	trackOnce    sync.Once
-	stackWarned  atomic.Uint32 // a bit per stackedSignal warned about
+	ownBudget   Budget                         // the default budget, when Budget is nil
+	seen        recentKeys                     // keys sent recently, to recognise an upper layer's retry
+	resolved    atomic.Pointer[resolvedPolicy] // Policy with its defaults, resolved once
+	lastHost    atomic.Pointer[lastHost]       // the brakes' entries for the last host called
+	trackOnce   sync.Once
+	stackWarned atomic.Uint32 // a bit per stackedSignal warned about
 	hookState
 }
 
@@ -327,17 +325,16 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if hs := t.hooks.Load(); hs != nil { // RoundTrip stored the Hooks field's set
 		x.via = hs.attempt(x.base)
 	}
-	x.gate.budget = t.retryBudget() // and the host's state in the Breaker and the Throttle, looked up once
-	if t.Breaker != nil {
-		x.gate.circuit = t.Breaker.lookup(req.URL, &t.lastCircuit)
-		t.trackOnce.Do(t.trackBreaker)
-	}
-	if t.Throttle != nil {
-		x.gate.throttle = t.Throttle.lookup(req.URL, &t.lastThrottle)
-		x.gate.k = t.Throttle.settings.K
-	}
-	if t.Limit != nil {
-		x.gate.limit = limitOf(t.Limit, req.URL, &t.lastLimit)
+	x.gate.budget = t.retryBudget() // and the host's state in the other brakes, looked up once
+	if t.Breaker != nil || t.Throttle != nil || t.Limit != nil {
+		h := hostBrakes(&t.lastHost, t.Breaker, t.Throttle, t.Limit, req.URL)
+		x.gate.circuit, x.gate.throttle, x.gate.limit = h.circuit, h.counts, h.limit
+		if t.Breaker != nil {
+			t.trackOnce.Do(t.trackBreaker)
+		}
+		if t.Throttle != nil {
+			x.gate.k = t.Throttle.settings.K
+		}
 	}
 	x.gate.budget.deposit(x.start)
 	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, x.keyed, x.prep.body.replayable) {

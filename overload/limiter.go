@@ -179,9 +179,10 @@ func (l *Limiter) forgetIdle() {
 	l.keys.Range(func(k, v any) bool {
 		lim := v.(*Limit)
 		lim.mu.Lock()
-		idle := lim.inflight.Load() == 0 && len(lim.waiters) == 0
+		idle := inFlight(lim.slots.Load()) == 0 && len(lim.waiters) == 0
 		lim.mu.Unlock()
 		if idle {
+			lim.forgotten.Store(true)
 			l.keys.Delete(k)
 			l.nkeys--
 			return false
@@ -204,9 +205,13 @@ type Limit struct {
 	s   *settings
 	key string
 
-	inflight atomic.Int64
-	admitted atomic.Uint64 // calls admitted without waiting, to sample one in sampleEvery
-	waiting  atomic.Int64  // len(waiters), read without the lock
+	// slots is the calls in flight (its low 32 bits) and the calls
+	// admitted so far (its high 32 bits, wrapping), to sample one in
+	// sampleEvery: one word, so that an admission is one
+	// compare-and-swap.
+	slots     atomic.Uint64
+	forgotten atomic.Bool  // dropped from the Limiter's keys to make room
+	waiting   atomic.Int64 // len(waiters), read without the lock
 	// limit is the gradient's limit rounded down, the number of calls
 	// admitted at once; written under mu.
 	limit atomic.Int64
@@ -215,6 +220,16 @@ type Limit struct {
 	g       gradient.Limit
 	waiters []*waiter // FIFO
 }
+
+// admitOne is what an admission adds to Limit.slots; releaseOne, what a
+// release adds (one less in flight).
+const (
+	admitOne   = 1<<32 | 1
+	releaseOne = ^uint64(0)
+)
+
+// inFlight returns the calls in flight in a reading of Limit.slots.
+func inFlight(slots uint64) int64 { return int64(uint32(slots)) }
 
 // sampleEvery is how often a call admitted while the limit is not in use
 // has its latency read.
@@ -233,52 +248,74 @@ func newLimit(s *settings, key string) *Limit {
 	return lim
 }
 
+// Forgotten reports whether the Limiter has forgotten lim to make room
+// for another key (Options.MaxKeys). A forgotten Limit still works, but
+// For returns a new one for its key, shared by the key's other callers:
+// a caller that keeps a Limit between calls asks For again once this
+// reports true.
+func (lim *Limit) Forgotten() bool { return lim.forgotten.Load() }
+
 // Current returns the limit and the calls in flight now.
 func (lim *Limit) Current() (limit, inflight int) {
-	return int(lim.limit.Load()), int(lim.inflight.Load())
+	return int(lim.limit.Load()), int(inFlight(lim.slots.Load()))
 }
 
 // TryAcquire admits a call if the limit has room, without waiting.
 func (lim *Limit) TryAcquire(ctx context.Context) (Permit, bool) {
-	return lim.admit(ctx, 1, Default)
+	if w, limit, ok := lim.take(); ok {
+		return lim.permit(ctx, w, limit), true
+	}
+	lim.refused(ctx, Default, int(lim.limit.Load()), int(inFlight(lim.slots.Load())))
+	return Permit{}, false
 }
 
 // admit admits a call of priority p if fewer than share of the limit are
 // in flight (at least one call is always admitted) and nobody waits,
 // without waiting.
 func (lim *Limit) admit(ctx context.Context, share float64, p Priority) (Permit, bool) {
-	if pm, ok := lim.take(ctx, share); ok {
-		return pm, true
+	if w, limit, ok := lim.takeShare(share); ok {
+		return lim.permit(ctx, w, limit), true
 	}
-	lim.refused(ctx, p, int(lim.limit.Load()), int(lim.inflight.Load()))
+	lim.refused(ctx, p, int(lim.limit.Load()), int(inFlight(lim.slots.Load())))
 	return Permit{}, false
 }
 
-// take takes a slot if fewer than share of the limit are in flight and
-// nobody waits.
-func (lim *Limit) take(ctx context.Context, share float64) (Permit, bool) {
+// take takes a slot if the limit has room and nobody waits, and returns
+// the slots its admission left and the limit it was admitted under.
+func (lim *Limit) take() (slots uint64, limit int64, ok bool) {
 	for {
-		n, limit := lim.inflight.Load(), lim.limit.Load()
-		room := limit
-		if share != 1 {
-			room = max(1, int64(float64(limit)*share))
+		w, limit := lim.slots.Load(), lim.limit.Load()
+		if inFlight(w) >= limit || lim.waiting.Load() > 0 {
+			return 0, 0, false
 		}
-		if n >= room || lim.waiting.Load() > 0 {
-			return Permit{}, false
-		}
-		if lim.inflight.CompareAndSwap(n, n+1) {
-			return lim.permit(ctx, n+1, limit), true
+		if lim.slots.CompareAndSwap(w, w+admitOne) {
+			return w + admitOne, limit, true
 		}
 	}
 }
 
-// permit is the Permit of a call admitted with inflight in flight, itself
+// takeShare is take for a call admitted only below share of the limit
+// (one call always is).
+func (lim *Limit) takeShare(share float64) (slots uint64, limit int64, ok bool) {
+	for {
+		w, limit := lim.slots.Load(), lim.limit.Load()
+		if inFlight(w) >= max(1, int64(float64(limit)*share)) || lim.waiting.Load() > 0 {
+			return 0, 0, false
+		}
+		if lim.slots.CompareAndSwap(w, w+admitOne) {
+			return w + admitOne, limit, true
+		}
+	}
+}
+
+// permit is the Permit of a call whose admission left slots, itself
 // included, under limit: sampled if the limit is in use, and otherwise one
-// call in sampleEvery (a counter: cheaper than a random number, and the
-// calls of a key are not in step with it).
-func (lim *Limit) permit(ctx context.Context, inflight, limit int64) Permit {
+// call in sampleEvery (by the admission count: no atomic operation of its
+// own, and the calls of a key are not in step with it).
+func (lim *Limit) permit(ctx context.Context, slots uint64, limit int64) Permit {
+	inflight := inFlight(slots)
 	pm := Permit{lim: lim, ctx: ctx, inflight: inflight}
-	if inflight*2 >= limit || lim.admitted.Add(1)%sampleEvery == 0 {
+	if inflight*2 >= limit || (slots>>32)%sampleEvery == 0 {
 		pm.start, pm.sampled = sinceBase(), true
 	}
 	return pm
@@ -289,35 +326,44 @@ func (lim *Limit) permit(ctx context.Context, inflight, limit int64) Permit {
 // passes, and the context's cause if the context ends first; the caller
 // then has nothing to release.
 func (lim *Limit) Acquire(ctx context.Context) (Permit, error) {
-	return lim.acquire(ctx, Default)
+	if w, limit, ok := lim.take(); ok {
+		return lim.permit(ctx, w, limit), nil
+	}
+	return lim.wait(ctx, Default)
 }
 
 // acquire is Acquire for a call of priority p, the Priority of its
 // refusal's Event.
 func (lim *Limit) acquire(ctx context.Context, p Priority) (Permit, error) {
-	if pm, ok := lim.take(ctx, 1); ok {
-		return pm, nil
+	if w, limit, ok := lim.take(); ok {
+		return lim.permit(ctx, w, limit), nil
 	}
+	return lim.wait(ctx, p)
+}
+
+// wait is acquire once the limit had no room: a wait in the queue, if it
+// has room.
+func (lim *Limit) wait(ctx context.Context, p Priority) (Permit, error) {
 	lim.mu.Lock()
 	// Counted as waiting before the count in flight is read again: a
 	// release that decremented it either is seen here, or sees the waiter
 	// and wakes it (under mu, once it is in the queue).
 	lim.waiting.Add(1)
 	for {
-		n := lim.inflight.Load()
-		if n >= lim.limit.Load() || len(lim.waiters) > 0 {
+		w := lim.slots.Load()
+		if inFlight(w) >= lim.limit.Load() || len(lim.waiters) > 0 {
 			break
 		}
-		if lim.inflight.CompareAndSwap(n, n+1) {
+		if lim.slots.CompareAndSwap(w, w+admitOne) {
 			lim.waiting.Add(-1)
 			lim.mu.Unlock()
-			return lim.permit(ctx, n+1, lim.limit.Load()), nil
+			return lim.permit(ctx, w+admitOne, lim.limit.Load()), nil
 		}
 	}
 	if len(lim.waiters) >= lim.s.queue {
 		lim.waiting.Add(-1)
 		lim.mu.Unlock()
-		lim.refused(ctx, p, int(lim.limit.Load()), int(lim.inflight.Load()))
+		lim.refused(ctx, p, int(lim.limit.Load()), int(inFlight(lim.slots.Load())))
 		return Permit{}, ErrLimited
 	}
 	if err := ctx.Err(); err != nil {
@@ -346,14 +392,14 @@ func (lim *Limit) acquire(ctx context.Context, p Priority) (Permit, error) {
 	}
 	lim.mu.Lock()
 	if w.granted { // a slot came as the wait ended: hand it on
-		lim.inflight.Add(-1)
+		lim.slots.Add(releaseOne)
 		lim.wake()
 	} else {
 		lim.remove(w)
 	}
 	lim.mu.Unlock()
 	if err == ErrLimited {
-		lim.refused(ctx, p, int(lim.limit.Load()), int(lim.inflight.Load()))
+		lim.refused(ctx, p, int(lim.limit.Load()), int(inFlight(lim.slots.Load())))
 	}
 	return Permit{}, err
 }
@@ -380,11 +426,11 @@ func (lim *Limit) remove(w *waiter) {
 // lim.mu must be held.
 func (lim *Limit) wake() {
 	for len(lim.waiters) > 0 {
-		n := lim.inflight.Load()
-		if n >= lim.limit.Load() {
+		n := lim.slots.Load()
+		if inFlight(n) >= lim.limit.Load() {
 			return
 		}
-		if !lim.inflight.CompareAndSwap(n, n+1) {
+		if !lim.slots.CompareAndSwap(n, n+admitOne) {
 			continue
 		}
 		w := lim.waiters[0]
@@ -404,25 +450,30 @@ func (lim *Limit) wake() {
 // waits for it.
 func (lim *Limit) release(ctx context.Context, took time.Duration, inflight int64, sampled, drop bool) (limit int, changed bool) {
 	if !sampled && !drop {
-		lim.inflight.Add(-1)
-		if lim.waiting.Load() > 0 {
-			lim.mu.Lock()
-			lim.wake()
-			lim.mu.Unlock()
-		}
-		return int(lim.limit.Load()), false
+		return lim.free()
 	}
 	lim.mu.Lock()
 	old := lim.limit.Load()
 	lim.limit.Store(int64(lim.g.Update(took, int(inflight), drop)))
-	lim.inflight.Add(-1)
+	lim.slots.Add(releaseOne)
 	lim.wake()
-	now, after := lim.limit.Load(), lim.inflight.Load()
+	now, after := lim.limit.Load(), inFlight(lim.slots.Load())
 	lim.mu.Unlock()
 	if now != old && len(lim.s.hooks) > 0 {
 		tell(ctx, lim.s.hooks, Event{Kind: EventLimit, Name: lim.s.name, Key: lim.key, Limit: int(now), InFlight: int(after)})
 	}
 	return int(now), now != old
+}
+
+// free gives a slot back, and wakes a waiter if there is one.
+func (lim *Limit) free() (limit int, changed bool) {
+	lim.slots.Add(releaseOne)
+	if lim.waiting.Load() > 0 {
+		lim.mu.Lock()
+		lim.wake()
+		lim.mu.Unlock()
+	}
+	return int(lim.limit.Load()), false
 }
 
 // Permit is one admitted call. Exactly one of Done and Cancel must be
@@ -450,14 +501,15 @@ func sinceBase() time.Duration { return time.Since(base) }
 // overloaded) and, if it was sampled, its latency, from the admission to
 // now. It returns the limit after it, and whether it changed it.
 func (p Permit) Done(drop bool) (limit int, changed bool) {
-	if p.lim == nil {
+	switch {
+	case p.lim == nil:
 		return 0, false
+	case !p.sampled && !drop:
+		return p.lim.free()
+	case !p.sampled:
+		return p.lim.release(p.ctx, 0, p.inflight, false, drop)
 	}
-	var took time.Duration
-	if p.sampled {
-		took = sinceBase() - p.start
-	}
-	return p.lim.release(p.ctx, took, p.inflight, p.sampled, drop)
+	return p.lim.release(p.ctx, sinceBase()-p.start, p.inflight, true, drop)
 }
 
 // Cancel ends a call whose outcome teaches nothing, one the caller

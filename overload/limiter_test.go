@@ -253,11 +253,18 @@ func TestLimiterBoundedKeys(t *testing.T) {
 	a := l.For("a")
 	busy, _ := a.Acquire(context.Background())
 	l.For("b")
-	l.For("c") // forgets b, idle; a is busy
+	c := l.For("c") // forgets b, idle; a is busy
 	if l.For("a") != a {
 		t.Fatal("a key with a call in flight was forgotten")
 	}
 	busy.Done(false)
+	b := l.For("b") // b again: c or a, both idle now, is forgotten
+	if b.Forgotten() || l.For("b") != b {
+		t.Fatal("the Limit just made for b reports itself forgotten, or is not the one For returns")
+	}
+	if a.Forgotten() == c.Forgotten() {
+		t.Fatalf("room was made for b: forgotten a %v, c %v; want exactly one", a.Forgotten(), c.Forgotten())
+	}
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -128,6 +128,6 @@ func (lim *Limit) retryAfter() int {
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
 	limit := max(1, int(lim.limit.Load()))
-	wait := lim.g.Long() * time.Duration(lim.inflight.Load()+1) / time.Duration(limit)
+	wait := lim.g.Long() * time.Duration(inFlight(lim.slots.Load())+1) / time.Duration(limit)
 	return int(min(60, max(1, math.Ceil(wait.Seconds()))))
 }
