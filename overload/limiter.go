@@ -295,7 +295,9 @@ func (lim *Limit) take() (slots uint64, limit int64, ok bool) {
 }
 
 // takeShare is take for a call admitted only below share of the limit
-// (one call always is).
+// (one call always is). It is take written again rather than take with a
+// share of 1, so that take stays small enough to be inlined into Acquire
+// (39 ns for an admission and its release, against 43).
 func (lim *Limit) takeShare(share float64) (slots uint64, limit int64, ok bool) {
 	for {
 		w, limit := lim.slots.Load(), lim.limit.Load()
