@@ -34,7 +34,7 @@ require (
 	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retryhttp/retryhttp/pgschema v0.0.0-00010101000000-000000000000 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/crypto v0.49.0 // indirect
+	golang.org/x/crypto v0.51.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect

@@ -1,0 +1,315 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/queue"
+	"github.com/retryhttp/retryhttp/queue/kafka"
+	"github.com/retryhttp/retryhttp/shared/kafkatest"
+)
+
+func TestMain(m *testing.M) {
+	code := kafkatest.Main(m)
+	if code == 0 && os.Getenv(childTopic) == "" {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var quietLog = slog.New(slog.DiscardHandler)
+
+// consumerClient is a client of group reading topic as NewConsumer wants
+// one, closed when the test ends.
+func consumerClient(t testing.TB, addr, group, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AllowAutoTopicCreation()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// produce writes records to topic, each with its key header, and waits
+// for the broker to have them.
+func produce(t testing.TB, addr, topic string, records ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(), records...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func keyed(key, value string) *kgo.Record {
+	r := &kgo.Record{Key: []byte(key), Value: []byte(value)}
+	if key != "" {
+		r.Headers = []kgo.RecordHeader{{Key: kafka.KeyHeader, Value: []byte(key)}}
+	}
+	return r
+}
+
+// recorder keeps a consumer's events and wakes the test when one of a
+// kind has come.
+type recorder struct {
+	mu     sync.Mutex
+	events []kafka.Event
+	notify chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
+
+func (r *recorder) OnEvent(_ context.Context, e kafka.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// count is how many events of kind have come.
+func (r *recorder) count(kind kafka.EventKind) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// await waits until cond holds, up to a minute (a busy machine), and
+// fails the test then.
+func (r *recorder) await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for !cond() {
+		select {
+		case <-r.notify:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("a minute passed without %s", what)
+		}
+	}
+}
+
+func memoryRunner(t testing.TB) *idempotency.Runner {
+	t.Helper()
+	r, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "test", Logger: quietLog, LockTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// run runs c until the test ends.
+func run(t testing.TB, c *kafka.Consumer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// committed is the group's committed offset of each partition of topic.
+func committed(t testing.TB, addr, group, topic string) map[int32]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offsets, err := kadm.NewClient(cl).FetchOffsets(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	for p, o := range offsets[topic] {
+		out[p] = o.At
+	}
+	return out
+}
+
+func TestNewConsumerRefusesWhatCannotWork(t *testing.T) {
+	b := kafkatest.Start(t, 1)
+	runner := memoryRunner(t)
+	h := func(context.Context, *kgo.Record) ([]byte, error) { return nil, nil }
+	plain := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	for _, tc := range []struct {
+		name string
+		cl   *kgo.Client
+		o    kafka.Options
+		h    kafka.Handler
+	}{
+		{"nil client", nil, kafka.Options{Runner: runner}, h},
+		{"nil Runner", consumerClient(t, b.Addr, "g", "t"), kafka.Options{}, h},
+		{"nil handler", consumerClient(t, b.Addr, "g", "t"), kafka.Options{Runner: runner}, nil},
+		{"negative MaxAttempts", consumerClient(t, b.Addr, "g", "t"), kafka.Options{Runner: runner, MaxAttempts: -1}, h},
+		{"bad Backoff", consumerClient(t, b.Addr, "g", "t"), kafka.Options{Runner: runner, Backoff: queue.Backoff{Base: -1}}, h},
+		{"no group", plain(kgo.ConsumeTopics("t")), kafka.Options{Runner: runner}, h},
+		{"autocommit", plain(kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"), kgo.BlockRebalanceOnPoll()), kafka.Options{Runner: runner}, h},
+		{"rebalance not blocked", plain(kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"), kgo.DisableAutoCommit()), kafka.Options{Runner: runner}, h},
+	} {
+		if c, err := kafka.NewConsumer(tc.cl, tc.o, tc.h); err == nil || c != nil {
+			t.Errorf("%s: NewConsumer returned %v, %v; want an error", tc.name, c, err)
+		}
+	}
+}
+
+// Records run once per key: a key produced twice runs once and its second
+// record is a duplicate; every offset is committed once its record's
+// outcome is stored, so the group's next member reads nothing again.
+func TestEachKeyRunsOnceAndIsCommitted(t *testing.T) {
+	b := kafkatest.Start(t, 3)
+	const topic, group = "orders", "fulfilment"
+	var records []*kgo.Record
+	for i := range 30 {
+		records = append(records, keyed(fmt.Sprint("order-", i%20), fmt.Sprint("event ", i)))
+	}
+	produce(t, b.Addr, topic, records...)
+	var mu sync.Mutex
+	ran := map[string]int{}
+	rec := newRecorder()
+	c, err := kafka.NewConsumer(consumerClient(t, b.Addr, group, topic), kafka.Options{Runner: memoryRunner(t), Logger: quietLog, Hooks: []kafka.Hook{rec}},
+		func(ctx context.Context, r *kgo.Record) ([]byte, error) {
+			mu.Lock()
+			ran[string(r.Key)]++
+			mu.Unlock()
+			return []byte("shipped " + string(r.Key)), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	rec.await(t, "30 records run or replayed", func() bool { return rec.count(kafka.EventProcessed)+rec.count(kafka.EventDuplicate) == 30 })
+	cancel()
+	<-done
+	if got := rec.count(kafka.EventDuplicate); got != 10 {
+		t.Errorf("%d duplicates, want 10", got)
+	}
+	for key, n := range ran {
+		if n != 1 {
+			t.Errorf("%s ran %d times, want 1", key, n)
+		}
+	}
+	if len(ran) != 20 {
+		t.Errorf("%d keys ran, want 20", len(ran))
+	}
+	var total int64
+	for _, at := range committed(t, b.Addr, group, topic) {
+		total += at
+	}
+	if total != 30 {
+		t.Errorf("committed offsets add up to %d, want 30 (every record)", total)
+	}
+}
+
+// A record that keeps failing runs MaxAttempts times, goes to the
+// dead-letter topic with where it came from and why, and the records
+// behind it in its partition run; one without a key and one whose handler
+// says the failure is permanent go there at once, and a panicking handler
+// is a failed attempt, not a dead consumer.
+func TestFailuresAreBoundedAndDeadLettered(t *testing.T) {
+	b := kafkatest.Start(t, 1) // one partition: the records behind the bad one wait for it
+	const topic, group = "payments", "charger"
+	produce(t, b.Addr, topic, keyed("bad", "always fails"), keyed("", "no key"), keyed("permanent", "unparseable"),
+		keyed("panics", "panics once"), keyed("good", "fine"))
+	var mu sync.Mutex
+	ran := map[string]int{}
+	rec := newRecorder()
+	c, err := kafka.NewConsumer(consumerClient(t, b.Addr, group, topic), kafka.Options{Runner: memoryRunner(t), Logger: quietLog,
+		Hooks: []kafka.Hook{rec}, MaxAttempts: 3, Backoff: queue.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}},
+		func(ctx context.Context, r *kgo.Record) ([]byte, error) {
+			mu.Lock()
+			ran[string(r.Key)]++
+			n := ran[string(r.Key)]
+			mu.Unlock()
+			switch string(r.Key) {
+			case "bad":
+				return nil, errors.New("the payment provider refused")
+			case "permanent":
+				return nil, queue.Permanent(errors.New("the event does not parse"))
+			case "panics":
+				if n == 1 {
+					panic("nil map")
+				}
+			}
+			return nil, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c)
+	rec.await(t, "two records processed and three dead", func() bool {
+		return rec.count(kafka.EventProcessed) == 2 && rec.count(kafka.EventDead) == 3
+	})
+	mu.Lock()
+	if ran["bad"] != 3 || ran["permanent"] != 1 || ran["panics"] != 2 || ran["good"] != 1 || ran[""] != 0 {
+		t.Errorf("runs %v, want bad 3 (MaxAttempts), permanent 1, panics 2, good 1, no key 0", ran)
+	}
+	mu.Unlock()
+
+	dl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumeTopics(topic+kafka.DeadLetterSuffix), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	dead := map[string]map[string]string{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for len(dead) < 3 && ctx.Err() == nil {
+		dl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			h := map[string]string{}
+			for _, hd := range r.Headers {
+				h[hd.Key] = string(hd.Value)
+			}
+			dead[string(r.Value)] = h
+		})
+	}
+	for value, offset := range map[string]string{"always fails": "0", "no key": "1", "unparseable": "2"} {
+		h, ok := dead[value]
+		if !ok {
+			t.Errorf("%q is not in the dead-letter topic (it holds %v)", value, dead)
+			continue
+		}
+		if h[kafka.HeaderDeadTopic] != topic || h[kafka.HeaderDeadPartition] != "0" || h[kafka.HeaderDeadOffset] != offset || h[kafka.HeaderDeadError] == "" {
+			t.Errorf("%q dead-lettered with headers %v, want its topic, partition 0, offset %s and an error", value, h, offset)
+		}
+	}
+}
+
+// childTopic, when set, makes the test binary a consumer process of
+// TestConsumersKilled.
+const childTopic = "KAFKA_TEST_CHILD_TOPIC"
