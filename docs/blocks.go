@@ -22,9 +22,11 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/kafkaoutbox"
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
 	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
 	"github.com/retryhttp/retryhttp/overload"
+	"github.com/retryhttp/retryhttp/queue/kafka"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/queue/riverjob"
@@ -33,6 +35,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	stripe "github.com/stripe/stripe-go/v82"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -313,6 +316,29 @@ func exactlyonce3_0() {
 
 // exactly-once.md, block 4
 func exactlyonce4_0() {
+	var cl *kgo.Client
+	var box *outbox.Outbox
+	var tx pgx.Tx
+	var event []byte
+	var ctx context.Context
+	var orderID string
+	sender, err := kafkaoutbox.New(cl) // cl from kgo.NewClient(kgo.SeedBrokers(...)): idempotent by default
+	relay, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box, Senders: map[string]outbox.Sender{kafkaoutbox.Scheme: sender}})
+	_, err = box.Enqueue(ctx, tx, outbox.Message{URL: kafkaoutbox.URL("orders", orderID), Body: event,
+		Header: http.Header{"Idempotency-Key": {orderID}}}) // the consumer's key: the order, whichever message carries it
+	_ = cl
+	_ = box
+	_ = tx
+	_ = event
+	_ = ctx
+	_ = orderID
+	_ = sender
+	_ = err
+	_ = relay
+}
+
+// exactly-once.md, block 5
+func exactlyonce5_0() {
 	var store idempotency.Store
 	var ctx context.Context
 	var orderID string
@@ -331,8 +357,8 @@ func exactlyonce4_0() {
 	_ = replayed
 }
 
-// exactly-once.md, block 5
-func exactlyonce5_0() {
+// exactly-once.md, block 6
+func exactlyonce6_0() {
 	var js jetstream.JetStream
 	var cons jetstream.Consumer
 	var runner *idempotency.Runner
@@ -348,8 +374,8 @@ func exactlyonce5_0() {
 	_ = cc
 }
 
-// exactly-once.md, block 6
-func exactlyonce6_0() {
+// exactly-once.md, block 7
+func exactlyonce7_0() {
 	var deliveries <-chan amqp.Delivery
 	var runner *idempotency.Runner
 	var ship func(context.Context, amqp.Delivery) ([]byte, error)
@@ -366,8 +392,25 @@ func exactlyonce6_0() {
 	_ = err
 }
 
-// exactly-once.md, block 7
-func exactlyonce7_0() {
+// exactly-once.md, block 8
+func exactlyonce8_0() {
+	var runner *idempotency.Runner
+	var ship kafka.Handler
+	var ctx context.Context
+	cl, err := kgo.NewClient(kgo.SeedBrokers("localhost:9092"), kgo.ConsumerGroup("fulfilment"), kgo.ConsumeTopics("orders"),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+	consumer, err := kafka.NewConsumer(cl, kafka.Options{Runner: runner}, ship)
+	err = consumer.Run(ctx) // until ctx ends or cl is closed
+	_ = runner
+	_ = ship
+	_ = ctx
+	_ = cl
+	_ = err
+	_ = consumer
+}
+
+// exactly-once.md, block 9
+func exactlyonce9_0() {
 	var pool *pgxpool.Pool
 	var workers *river.Workers
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

@@ -7,9 +7,11 @@ replace (
 	github.com/retryhttp/retryhttp/idempotency/pgstore => ../idempotency/pgstore
 	github.com/retryhttp/retryhttp/idempotency/redisstore => ../idempotency/redisstore
 	github.com/retryhttp/retryhttp/outbox => ../outbox
+	github.com/retryhttp/retryhttp/outbox/kafkaoutbox => ../outbox/kafkaoutbox
 	github.com/retryhttp/retryhttp/outbox/natsoutbox => ../outbox/natsoutbox
 	github.com/retryhttp/retryhttp/outbox/rabbitoutbox => ../outbox/rabbitoutbox
 	github.com/retryhttp/retryhttp/pgschema => ../pgschema
+	github.com/retryhttp/retryhttp/queue/kafka => ../queue/kafka
 	github.com/retryhttp/retryhttp/queue/natsjs => ../queue/natsjs
 	github.com/retryhttp/retryhttp/queue/rabbitmq => ../queue/rabbitmq
 	github.com/retryhttp/retryhttp/queue/riverjob => ../queue/riverjob
@@ -27,8 +29,10 @@ require (
 	github.com/retryhttp/retryhttp/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/idempotency/redisstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/outbox/kafkaoutbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox/natsoutbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox/rabbitoutbox v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/queue/kafka v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/natsjs v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/riverjob v0.0.0-00010101000000-000000000000
@@ -36,13 +40,16 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.44.1
 	github.com/riverqueue/river/rivertype v0.44.1
 	github.com/stripe/stripe-go/v82 v82.5.1
+	github.com/twmb/franz-go v1.21.7
 )
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
+	github.com/pierrec/lz4/v4 v4.1.26 // indirect
 	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
 	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.13.1 // indirect
 )
 
 require (
@@ -55,7 +62,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/klauspost/compress v1.19.0 // indirect
+	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/nkeys v0.4.15 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
