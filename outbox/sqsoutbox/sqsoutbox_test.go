@@ -1,0 +1,197 @@
+package sqsoutbox_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
+	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/outbox"
+	"github.com/retryhttp/retryhttp/outbox/internal/outboxtest"
+	"github.com/retryhttp/retryhttp/outbox/sqsoutbox"
+	"github.com/retryhttp/retryhttp/queue"
+	"github.com/retryhttp/retryhttp/queue/sqs"
+	"github.com/retryhttp/retryhttp/shared/sqstest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func client(s *sqstest.Server) *awssqs.Client {
+	return awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+}
+
+func createQueue(t testing.TB, cl *awssqs.Client, name string, attrs map[string]string) string {
+	t.Helper()
+	out, err := cl.CreateQueue(context.Background(), &awssqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.QueueUrl)
+}
+
+// receiveAll receives the queue's messages, deleting none, until a
+// receive comes back empty; each is invisible for a minute after.
+func receiveAll(t testing.TB, cl *awssqs.Client, queueURL string) []types.Message {
+	t.Helper()
+	var all []types.Message
+	for {
+		out, err := cl.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10,
+			VisibilityTimeout: 60, MessageAttributeNames: []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameMessageGroupId}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return all
+		}
+		all = append(all, out.Messages...)
+	}
+}
+
+func attr(m types.Message, name string) string { return aws.ToString(m.MessageAttributes[name].StringValue) }
+
+// Every message is sent twice (its relay lost the first outcome): a
+// standard queue holds both copies, a FIFO queue one, deduplicated by the
+// message's ID, in the group of its business key; each carries its ID,
+// its header and its body, and a Consumer of queue/sqs runs each order
+// once.
+func TestOneEffectPerMessage(t *testing.T) {
+	s := sqstest.Start(t)
+	cl := client(s)
+	p := outboxtest.Pool(t)
+	for _, fifo := range []bool{false, true} {
+		t.Run(fmt.Sprint("fifo=", fifo), func(t *testing.T) {
+			name, attrs := "orders-"+uuid.NewString()[:8], map[string]string(nil)
+			if fifo {
+				name, attrs = name+".fifo", map[string]string{"FifoQueue": "true"}
+			}
+			queueURL := createQueue(t, cl, name, attrs)
+			o := outboxtest.New(t, p)
+			const n = 50
+			ids := map[string]string{} // message ID: order
+			for i := range n {
+				order := fmt.Sprint("order-", i)
+				id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: sqsoutbox.URL(queueURL, order), Body: fmt.Appendf(nil, "placed %d", i),
+					Header: http.Header{"Idempotency-Key": {order}, "Content-Type": {"text/plain"}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[id] = order
+			}
+			sender, err := sqsoutbox.New(cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
+				Senders: map[string]outbox.Sender{sqsoutbox.Scheme: outboxtest.Forgetful(sender)},
+				Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
+			outboxtest.Eventually(t, "every message delivered", func() bool { return outboxtest.Pending(t, p, o) == 0 })
+
+			copies := map[string]int{}
+			for _, m := range receiveAll(t, cl, queueURL) {
+				id := attr(m, sqsoutbox.MessageIDAttribute)
+				order, ok := ids[id]
+				switch {
+				case !ok:
+					t.Fatalf("a message with ID %q, not one of the outbox's", id)
+				case attr(m, "Idempotency-Key") != order || attr(m, "Content-Type") != "text/plain" || !strings.HasPrefix(aws.ToString(m.Body), "placed "):
+					t.Fatalf("message %s lost its header or body: %v %q", id, m.MessageAttributes, aws.ToString(m.Body))
+				case fifo && m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)] != order:
+					t.Fatalf("message %s in group %q, want its order %s", id, m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)], order)
+				}
+				copies[id]++
+				// Visible again, for the consumer below.
+				if _, err := cl.ChangeMessageVisibility(context.Background(), &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(queueURL),
+					ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := 2
+			if fifo {
+				want = 1
+			}
+			for id := range ids {
+				if copies[id] != want {
+					t.Fatalf("message %s: %d copies in the queue, want %d", id, copies[id], want)
+				}
+			}
+
+			runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			effects := map[string]int{}
+			seen := 0
+			c, err := sqs.NewConsumer(cl, sqs.Options{Runner: runner, QueueURL: queueURL, Logger: outboxtest.Quiet, WaitTime: time.Second,
+				Hooks: []sqs.Hook{sqs.HookFunc(func(context.Context, sqs.Event) { mu.Lock(); seen++; mu.Unlock() })}},
+				func(ctx context.Context, m types.Message) ([]byte, error) {
+					mu.Lock()
+					effects[attr(m, "Idempotency-Key")]++
+					mu.Unlock()
+					return nil, nil
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); c.Run(ctx) }()
+			outboxtest.Eventually(t, "every copy run or replayed", func() bool { mu.Lock(); defer mu.Unlock(); return seen == want*n })
+			cancel()
+			<-done
+			for _, order := range ids {
+				if effects[order] != 1 {
+					t.Fatalf("%s had %d effects, want 1", order, effects[order])
+				}
+			}
+		})
+	}
+}
+
+// A URL without a queue and a header with more names than SQS carries
+// are refused for good; a queue that does not exist is a failure the
+// relay tries again.
+func TestUndeliverable(t *testing.T) {
+	s := sqstest.Start(t)
+	sender, err := sqsoutbox.New(client(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, raw := range []string{"sqs:", "sqs:not-a-url", sqsoutbox.URL("ftp://host/q", ""), "sqs:" + url.QueryEscape(s.URL+"/000000000000/q") + "?group=%zz"} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := sender.Send(ctx, outbox.Delivery{ID: "m", URL: u}); r.Err == nil || !r.Final {
+			t.Errorf("%s: %+v, want a final error", raw, r)
+		}
+	}
+	queueURL := createQueue(t, client(s), "q-"+uuid.NewString()[:8], nil)
+	u, _ := url.Parse(sqsoutbox.URL(queueURL, ""))
+	many := http.Header{}
+	for i := range 10 {
+		many.Set(fmt.Sprint("X-H", i), "v")
+	}
+	if r := sender.Send(ctx, outbox.Delivery{ID: "m", URL: u, Header: many}); r.Err == nil || !r.Final {
+		t.Errorf("ten header names: %+v, want a final error", r)
+	}
+	missing, _ := url.Parse(sqsoutbox.URL(s.URL+"/000000000000/missing-"+uuid.NewString()[:8], ""))
+	if r := sender.Send(ctx, outbox.Delivery{ID: "m", URL: missing}); r.Err == nil || r.Final {
+		t.Errorf("a missing queue: %+v, want an error to try again", r)
+	}
+}
