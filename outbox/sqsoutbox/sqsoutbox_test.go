@@ -61,7 +61,9 @@ func receiveAll(t testing.TB, cl *awssqs.Client, queueURL string) []types.Messag
 	}
 }
 
-func attr(m types.Message, name string) string { return aws.ToString(m.MessageAttributes[name].StringValue) }
+func attr(m types.Message, name string) string {
+	return aws.ToString(m.MessageAttributes[name].StringValue)
+}
 
 // Every message is sent twice (its relay lost the first outcome): a
 // standard queue holds both copies, a FIFO queue one, deduplicated by the
