@@ -8,7 +8,9 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/google/uuid v1.6.0
 	github.com/prometheus/client_golang v1.24.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/idempotency/redisstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/shared v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
@@ -23,11 +25,13 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
 
 replace (
 	github.com/retryhttp/retryhttp => ../../
+	github.com/retryhttp/retryhttp/idempotency/redisstore => ../../idempotency/redisstore
 	github.com/retryhttp/retryhttp/shared => ../../shared
 )

@@ -1,0 +1,218 @@
+package sqs_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/idempotency/redisstore"
+	"github.com/retryhttp/retryhttp/queue"
+	"github.com/retryhttp/retryhttp/queue/sqs"
+	"github.com/retryhttp/retryhttp/shared/sqstest"
+	"github.com/retryhttp/retryhttp/shared/testenv"
+)
+
+// What the consumer process of TestConsumersKilled is told.
+const (
+	childQueue    = "SQS_TEST_CHILD_QUEUE"
+	childEndpoint = "SQS_TEST_CHILD_ENDPOINT"
+	childPrefix   = "SQS_TEST_CHILD_PREFIX"
+	childShipping = "SQS_TEST_CHILD_SHIPPING"
+)
+
+// The consumer process of TestConsumersKilled, run by the test binary
+// with the child variables set: it receives from the queue, runs each
+// message once per order through a Runner on Redis (shared by every
+// consumer process), and ships the order with a key derived from it,
+// until it is killed. The poison order's handler panics, always.
+func TestChildConsumer(t *testing.T) {
+	queueURL := os.Getenv(childQueue)
+	if queueURL == "" {
+		t.Skip("run by TestConsumersKilled")
+	}
+	store, err := redisstore.New(redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()}), redisstore.Options{Prefix: os.Getenv(childPrefix), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: store, Kind: "shipping", LockTimeout: 2 * time.Second,
+		MaxWait: 200 * time.Millisecond, Retention: time.Minute, Logger: quietLog}) // the test's keys leave the shared Redis soon after
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Logger: quietLog,
+		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}
+	c, err := sqs.NewConsumer(client0(os.Getenv(childEndpoint)), sqs.Options{Runner: runner, QueueURL: queueURL, Logger: quietLog,
+		Key:               func(m types.Message) (string, error) { return aws.ToString(m.Body), nil }, // the order, whichever message carries it
+		VisibilityTimeout: time.Second, WaitTime: time.Second, Concurrency: 4, MaxAttempts: 3,
+		Backoff: queue.Backoff{Base: time.Millisecond, Max: time.Millisecond},
+	}, func(ctx context.Context, m types.Message) ([]byte, error) {
+		if aws.ToString(m.Body) == "poison" {
+			panic("the poison order")
+		}
+		req, _ := http.NewRequestWithContext(ctx, "POST", os.Getenv(childShipping), strings.NewReader(aws.ToString(m.Body)))
+		resp, err := client.Do(req) // the key derived from the order: the same on every run
+		if err != nil {
+			return nil, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return nil, fmt.Errorf("shipping answered %d", resp.StatusCode)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Run(context.Background())
+}
+
+// client0 is an SQS client of the endpoint.
+func client0(endpoint string) *awssqs.Client { return client(&sqstest.Server{URL: endpoint}) }
+
+// 1,000 orders on a queue of a fauxqs of the test's own, 100 of them sent
+// twice as two messages (a producer that sent again) and one poison
+// order whose handler always panics, consumed by processes of the test's
+// own that are SIGKILLed every 250 to 400 ms and started again: what a
+// killed consumer held is received again once its visibility timeout (1
+// s) passes, by a consumer that meets the key's claim or its stored
+// result. The consumers share a Runner on Redis and ship with keys
+// derived from the order through a Transport to a shipping service behind
+// the idempotency middleware: each order ships exactly once, the poison
+// order ends in the dead-letter queue after its MaxAttempts, and the
+// queue ends empty.
+func TestConsumersKilled(t *testing.T) {
+	if os.Getenv(childQueue) != "" {
+		t.Skip("in the child")
+	}
+	if err := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()}).Ping(context.Background()).Err(); err != nil {
+		testenv.Unreachable(t, "Redis", testenv.RedisAddr(), err)
+	}
+	s := sqstest.Start(t)
+	cl := client(s)
+	name := fmt.Sprintf("orders-%d", time.Now().UnixNano())
+	dlq := createQueue(t, cl, name+"-dlq", nil)
+	queueURL := createQueue(t, cl, name, map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"50"}`, arn(t, cl, dlq))})
+	mw, err := idempotency.New(idempotency.Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	shipped := map[string]int{}
+	var requests atomic.Int64
+	inner := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		time.Sleep(5 * time.Millisecond) // a shipment takes a moment: a kill lands mid-message
+		mu.Lock()
+		shipped[string(body)]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	shipping := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		inner.ServeHTTP(w, r)
+	}))
+	defer shipping.Close()
+	const orders = 1000
+	var batch []types.SendMessageBatchRequestEntry
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		if _, err := cl.SendMessageBatch(context.Background(), &awssqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: batch}); err != nil {
+			t.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	for i := range orders + 1 {
+		body := fmt.Sprint("order-", i)
+		if i == orders {
+			body = "poison"
+		}
+		for copy := range 1 + btoi(i%10 == 0) {
+			batch = append(batch, types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint("m", i, "-", copy)), MessageBody: aws.String(body)})
+			if len(batch) == 10 {
+				flush()
+			}
+		}
+	}
+	flush()
+	done := func() int { mu.Lock(); defer mu.Unlock(); return len(shipped) }
+	// The poison order may be in the dead-letter queue twice: a consumer
+	// killed between its send there and its delete leaves it in both.
+	finished := func() bool { return done() == orders && depth(t, cl, queueURL) == 0 && depth(t, cl, dlq) >= 1 }
+	kills := 0
+	prefix := "retryhttp-test-sqs-killed:" + name + ":"
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		child := exec.Command(os.Args[0], "-test.run=^TestChildConsumer$")
+		child.Env = append(os.Environ(), childQueue+"="+queueURL, childEndpoint+"="+s.URL, childPrefix+"="+prefix, childShipping+"="+shipping.URL)
+		child.Stdout, child.Stderr = io.Discard, os.Stderr
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if done() >= orders*9/10 { // the last one finishes the queue
+			for end := time.Now().Add(time.Minute); time.Now().Before(end) && !finished(); {
+				time.Sleep(50 * time.Millisecond)
+			}
+		} else {
+			time.Sleep(250*time.Millisecond + time.Duration(kills%4)*50*time.Millisecond)
+		}
+		child.Process.Signal(syscall.SIGKILL)
+		child.Wait()
+		if finished() {
+			break
+		}
+		kills++
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d orders shipped after %d kills; %d messages left in the queue, %d in the dead-letter queue",
+				done(), orders, kills, depth(t, cl, queueURL), depth(t, cl, dlq))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for order, n := range shipped {
+		if n != 1 {
+			t.Errorf("%s shipped %d times, want 1", order, n)
+		}
+	}
+	if kills == 0 {
+		t.Error("no consumer was killed")
+	}
+	out, err := cl.ReceiveMessage(context.Background(), &awssqs.ReceiveMessageInput{QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range out.Messages {
+		if aws.ToString(m.Body) != "poison" {
+			t.Errorf("%s is in the dead-letter queue: only the poison order should be", aws.ToString(m.Body))
+		}
+	}
+	if requests.Load() <= int64(len(shipped)) {
+		t.Errorf("%d shipping requests for %d orders: no order was run again after a kill, so the kills tested nothing", requests.Load(), len(shipped))
+	}
+	t.Logf("%d orders (%d messages) shipped once each in %d requests across %d consumers killed with SIGKILL; the poison order dead-lettered",
+		len(shipped), orders+orders/10+1, requests.Load(), kills)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
