@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
 	pgx "github.com/jackc/pgx/v5"
@@ -25,11 +26,13 @@ import (
 	"github.com/retryhttp/retryhttp/outbox/kafkaoutbox"
 	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
 	"github.com/retryhttp/retryhttp/outbox/rabbitoutbox"
+	"github.com/retryhttp/retryhttp/outbox/sqsoutbox"
 	"github.com/retryhttp/retryhttp/overload"
 	"github.com/retryhttp/retryhttp/queue/kafka"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/queue/riverjob"
+	"github.com/retryhttp/retryhttp/queue/sqs"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -339,6 +342,31 @@ func exactlyonce4_0() {
 
 // exactly-once.md, block 5
 func exactlyonce5_0() {
+	var client *awssqs.Client
+	var box *outbox.Outbox
+	var tx pgx.Tx
+	var event []byte
+	var ctx context.Context
+	var orderID string
+	var queueURL string
+	sender, err := sqsoutbox.New(client)
+	relay, err := outbox.NewRelay(outbox.RelayOptions{Outbox: box, Senders: map[string]outbox.Sender{sqsoutbox.Scheme: sender}})
+	_, err = box.Enqueue(ctx, tx, outbox.Message{URL: sqsoutbox.URL(queueURL, orderID), Body: event,
+		Header: http.Header{"Idempotency-Key": {orderID}}})
+	_ = client
+	_ = box
+	_ = tx
+	_ = event
+	_ = ctx
+	_ = orderID
+	_ = queueURL
+	_ = sender
+	_ = err
+	_ = relay
+}
+
+// exactly-once.md, block 6
+func exactlyonce6_0() {
 	var store idempotency.Store
 	var ctx context.Context
 	var orderID string
@@ -357,8 +385,8 @@ func exactlyonce5_0() {
 	_ = replayed
 }
 
-// exactly-once.md, block 6
-func exactlyonce6_0() {
+// exactly-once.md, block 7
+func exactlyonce7_0() {
 	var js jetstream.JetStream
 	var cons jetstream.Consumer
 	var runner *idempotency.Runner
@@ -374,8 +402,8 @@ func exactlyonce6_0() {
 	_ = cc
 }
 
-// exactly-once.md, block 7
-func exactlyonce7_0() {
+// exactly-once.md, block 8
+func exactlyonce8_0() {
 	var deliveries <-chan amqp.Delivery
 	var runner *idempotency.Runner
 	var ship func(context.Context, amqp.Delivery) ([]byte, error)
@@ -392,8 +420,8 @@ func exactlyonce7_0() {
 	_ = err
 }
 
-// exactly-once.md, block 8
-func exactlyonce8_0() {
+// exactly-once.md, block 9
+func exactlyonce9_0() {
 	var runner *idempotency.Runner
 	var ship kafka.Handler
 	var ctx context.Context
@@ -409,8 +437,26 @@ func exactlyonce8_0() {
 	_ = consumer
 }
 
-// exactly-once.md, block 9
-func exactlyonce9_0() {
+// exactly-once.md, block 10
+func exactlyonce10_0() {
+	var client *awssqs.Client
+	var runner *idempotency.Runner
+	var ship sqs.Handler
+	var ctx context.Context
+	var queueURL string
+	consumer, err := sqs.NewConsumer(client, sqs.Options{Runner: runner, QueueURL: queueURL}, ship)
+	err = consumer.Run(ctx) // until ctx ends
+	_ = client
+	_ = runner
+	_ = ship
+	_ = ctx
+	_ = queueURL
+	_ = consumer
+	_ = err
+}
+
+// exactly-once.md, block 11
+func exactlyonce11_0() {
 	var pool *pgxpool.Pool
 	var workers *river.Workers
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

@@ -10,14 +10,17 @@ replace (
 	github.com/retryhttp/retryhttp/outbox/kafkaoutbox => ../outbox/kafkaoutbox
 	github.com/retryhttp/retryhttp/outbox/natsoutbox => ../outbox/natsoutbox
 	github.com/retryhttp/retryhttp/outbox/rabbitoutbox => ../outbox/rabbitoutbox
+	github.com/retryhttp/retryhttp/outbox/sqsoutbox => ../outbox/sqsoutbox
 	github.com/retryhttp/retryhttp/pgschema => ../pgschema
 	github.com/retryhttp/retryhttp/queue/kafka => ../queue/kafka
 	github.com/retryhttp/retryhttp/queue/natsjs => ../queue/natsjs
 	github.com/retryhttp/retryhttp/queue/rabbitmq => ../queue/rabbitmq
 	github.com/retryhttp/retryhttp/queue/riverjob => ../queue/riverjob
+	github.com/retryhttp/retryhttp/queue/sqs => ../queue/sqs
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/jackc/pgx/v5 v5.13.0
@@ -32,10 +35,12 @@ require (
 	github.com/retryhttp/retryhttp/outbox/kafkaoutbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox/natsoutbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox/rabbitoutbox v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/outbox/sqsoutbox v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/kafka v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/natsjs v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/riverjob v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/queue/sqs v0.0.0-00010101000000-000000000000
 	github.com/riverqueue/river v0.44.1
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.44.1
 	github.com/riverqueue/river/rivertype v0.44.1
@@ -45,6 +50,10 @@ require (
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/pierrec/lz4/v4 v4.1.26 // indirect
 	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
