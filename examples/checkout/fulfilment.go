@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,19 +16,22 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/queue"
+	"github.com/retryhttp/retryhttp/queue/kafka"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 )
 
-// The third layer: "order placed" events on NATS JetStream, and a
-// fulfilment consumer, a process of its own, that calls the shipping
-// provider for each. The consumer is killed with SIGKILL while it works
-// and started again, so messages it was handling are redelivered by
-// JetStream once their ack wait passes.
+// The third layer: "order placed" events on NATS JetStream or Kafka,
+// and a fulfilment consumer, a process of its own, that calls the
+// shipping provider for each. The consumer is killed with SIGKILL while
+// it works and started again, so events it was handling come back:
+// redelivered by JetStream once their ack wait passes, read again by the
+// next member of the Kafka group from the last committed offset.
 
 // consumerRole, set in a child's environment, makes this program (or
 // the test binary) the fulfilment consumer, with its arguments.
@@ -37,51 +39,40 @@ const consumerRole = "CHECKOUT_FULFILMENT"
 
 // fulfilment is what a consumer process needs to know.
 type fulfilment struct {
-	NATS, Stream, Durable string
-	Redis, Prefix         string // the Runner's store, shared by every consumer process
-	Shipping              string // the provider's URL
-	Pieces                bool
+	Events        []string // the broker's flags (events.args)
+	Redis, Prefix string   // the Runner's store, shared by every consumer process
+	Shipping      string   // the provider's URL
+	Pieces        bool
 }
 
 func (f fulfilment) args() []string {
-	return []string{"-nats", f.NATS, "-stream", f.Stream, "-durable", f.Durable, "-redis", f.Redis, "-prefix", f.Prefix,
-		"-shipping", f.Shipping, fmt.Sprintf("-pieces=%v", f.Pieces)}
+	return append(append([]string(nil), f.Events...), "-redis", f.Redis, "-prefix", f.Prefix,
+		"-shipping", f.Shipping, fmt.Sprintf("-pieces=%v", f.Pieces))
 }
 
-// consume is the consumer process: it handles messages until it is
+// consume is the consumer process: it handles events until it is
 // killed.
 func consume(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fulfilment", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f fulfilment
-	fs.StringVar(&f.NATS, "nats", "", "NATS URL")
-	fs.StringVar(&f.Stream, "stream", "", "stream")
-	fs.StringVar(&f.Durable, "durable", "", "durable consumer")
+	natsURL := fs.String("nats", "", "NATS URL")
+	streamName := fs.String("stream", "", "stream")
+	durable := fs.String("durable", "", "durable consumer")
+	kafkaAddr := fs.String("kafka", "", "Kafka broker")
+	topic := fs.String("topic", "", "topic")
 	fs.StringVar(&f.Redis, "redis", "", "Redis address")
 	fs.StringVar(&f.Prefix, "prefix", "", "Redis key prefix")
 	fs.StringVar(&f.Shipping, "shipping", "", "shipping provider URL")
-	fs.BoolVar(&f.Pieces, "pieces", false, "run each message once per order")
+	fs.BoolVar(&f.Pieces, "pieces", false, "run each event once per order")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	fail := func(err error) int { fmt.Fprintln(stderr, "fulfilment:", err); return 1 }
-	nc, err := nats.Connect(f.NATS)
-	if err != nil {
-		return fail(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fail(err)
-	}
-	ctx := context.Background()
-	cons, err := js.Consumer(ctx, f.Stream, f.Durable)
-	if err != nil {
-		return fail(err)
-	}
 	toShipping := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Budget: retryhttp.NoBudget, Logger: quiet,
 		Policy: retryhttp.Policy{MaxAttempts: 4, BaseDelay: 10 * time.Millisecond, MaxDelay: 100 * time.Millisecond}}}
-	ship := func(ctx context.Context, m jetstream.Msg) error {
-		req, _ := http.NewRequestWithContext(ctx, "POST", f.Shipping+"/v1/shipments", strings.NewReader(string(m.Data())))
+	ship := func(ctx context.Context, body []byte) error {
+		req, _ := http.NewRequestWithContext(ctx, "POST", f.Shipping+"/v1/shipments", strings.NewReader(string(body)))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := toShipping.Do(req)
 		if err != nil {
@@ -93,7 +84,8 @@ func consume(args []string, stderr io.Writer) int {
 		}
 		return nil
 	}
-	var handler jetstream.MessageHandler
+	var runner *idempotency.Runner
+	backoff := queue.Backoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond}
 	if f.Pieces {
 		rdb := redis.NewClient(&redis.Options{Addr: f.Redis})
 		// The demo's keys live only as long as the demo: its Redis need not
@@ -102,22 +94,39 @@ func consume(args []string, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Store: store, Kind: "fulfilment", LockTimeout: 2 * time.Second, Logger: quiet})
-		if err != nil {
+		if runner, err = idempotency.NewRunner(idempotency.RunnerOptions{Store: store, Kind: "fulfilment", LockTimeout: 2 * time.Second, Logger: quiet}); err != nil {
 			return fail(err)
 		}
-		handler, err = natsjs.Handler(natsjs.Options{Runner: runner, Logger: quiet,
-			Key:     orderKey, // the business key: the order, whichever message carries it
-			Backoff: queue.Backoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond},
+	}
+	ctx := context.Background()
+	if *kafkaAddr != "" {
+		return fail(consumeKafka(ctx, *kafkaAddr, *topic, runner, backoff, ship))
+	}
+	nc, err := nats.Connect(*natsURL)
+	if err != nil {
+		return fail(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(err)
+	}
+	cons, err := js.Consumer(ctx, *streamName, *durable)
+	if err != nil {
+		return fail(err)
+	}
+	var handler jetstream.MessageHandler
+	if runner != nil {
+		handler, err = natsjs.Handler(natsjs.Options{Runner: runner, Logger: quiet, Backoff: backoff,
+			Key: func(m jetstream.Msg) (string, error) { return orderKey(m.Data()) }, // the business key: the order, whichever message carries it
 		}, func(ctx context.Context, m jetstream.Msg) ([]byte, error) {
-			return nil, ship(ctx, m) // ctx carries the order: the shipment's key is the same on every delivery
+			return nil, ship(ctx, m.Data()) // ctx carries the order: the shipment's key is the same on every delivery
 		})
 		if err != nil {
 			return fail(err)
 		}
 	} else {
 		handler = func(m jetstream.Msg) { // each layer on its own: ship, then ack
-			if err := ship(context.Background(), m); err != nil {
+			if err := ship(context.Background(), m.Data()); err != nil {
 				m.NakWithDelay(50 * time.Millisecond)
 				return
 			}
@@ -128,6 +137,42 @@ func consume(args []string, stderr io.Writer) int {
 		return fail(err)
 	}
 	select {} // until killed
+}
+
+// consumeKafka is the consumer process on Kafka, a member of the group
+// "fulfilment": with a runner, through queue/kafka; without, shipping
+// each record until it ships and committing after each poll.
+func consumeKafka(ctx context.Context, addr, topic string, runner *idempotency.Runner, backoff queue.Backoff, ship func(context.Context, []byte) error) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("fulfilment"), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.InstanceID("shipper"), // static membership: the next process takes a killed one's place without waiting out its session
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
+	if err != nil {
+		return err
+	}
+	if runner != nil {
+		c, err := kafka.NewConsumer(cl, kafka.Options{Runner: runner, Logger: quiet, Backoff: backoff, MaxPollRecords: 32,
+			Key: func(r *kgo.Record) (string, error) { return orderKey(r.Value) }, // the business key: the order, whichever record carries it
+		}, func(ctx context.Context, r *kgo.Record) ([]byte, error) {
+			return nil, ship(ctx, r.Value) // ctx carries the order: the shipment's key is the same on every read
+		})
+		if err != nil {
+			return err
+		}
+		return c.Run(ctx)
+	}
+	for { // each layer on its own: ship, then commit
+		fetches := cl.PollRecords(ctx, 32) // as many as the NATS consumer pulls
+		fetches.EachRecord(func(r *kgo.Record) {
+			for ship(ctx, r.Value) != nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			return err
+		}
+		cl.AllowRebalance()
+	}
 }
 
 // fleet runs consumer processes one after another, killing each with
@@ -166,48 +211,10 @@ func fleet(stop <-chan struct{}, f fulfilment, every time.Duration, coin *chance
 	}
 }
 
-// stream makes the run's stream and durable consumer: a short ack wait,
-// so that what a killed consumer held comes back soon.
-func stream(ctx context.Context, js jetstream.JetStream, name, subject string) (func(), error) {
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}}); err != nil {
-		return nil, err
-	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: "fulfilment",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second}); err != nil {
-		js.DeleteStream(ctx, name)
-		return nil, err
-	}
-	return func() { js.DeleteStream(context.WithoutCancel(ctx), name) }, nil
-}
-
-// drained reports whether the durable consumer has acknowledged every
-// message of the stream.
-func drained(ctx context.Context, js jetstream.JetStream, name string) (bool, error) {
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		return false, err
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return false, err
-	}
-	c, err := s.Consumer(ctx, "fulfilment")
-	if err != nil {
-		return false, err
-	}
-	ci, err := c.Info(ctx)
-	if err != nil {
-		return false, err
-	}
-	return ci.NumAckPending == 0 && ci.NumPending == 0 && ci.AckFloor.Stream >= info.State.LastSeq, nil
-}
-
-var errNotDrained = errors.New("the fulfilment consumer did not finish the stream in time")
-
 // orderKey is an event's business key: its order.
-func orderKey(m jetstream.Msg) (string, error) {
+func orderKey(body []byte) (string, error) {
 	var e orderBody
-	if err := json.Unmarshal(m.Data(), &e); err != nil {
+	if err := json.Unmarshal(body, &e); err != nil {
 		return "", err
 	}
 	return fmt.Sprint("order-", e.Order), nil

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryhttp/retryhttp"
@@ -25,7 +23,6 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/outbox"
-	"github.com/retryhttp/retryhttp/outbox/natsoutbox"
 	"github.com/retryhttp/retryhttp/queue"
 )
 
@@ -57,7 +54,8 @@ type Config struct {
 	Pool      *pgxpool.Pool
 	Redis     *redis.Client
 	RedisAddr string // for the consumer processes
-	NATS      string // NATS with JetStream; "" leaves the third layer out
+	NATS      string // NATS with JetStream for the third layer
+	Kafka     string // a Kafka broker for the third layer instead; with neither, it is left out
 }
 
 // Result counts the effects per order.
@@ -66,7 +64,7 @@ type Result struct {
 	FailedWhy                         []string
 	Charges, ChargeDups, ChargeMissed int // charges made; orders charged more than once; succeeded orders not charged
 	Emails, EmailDups, EmailMissed    int
-	Shipments, ShipDups, ShipMissed   int // the third layer's; zero without NATS
+	Shipments, ShipDups, ShipMissed   int // the third layer's; zero without it
 	ConsumersKilled                   int
 	ProviderCalls                     int // requests the provider saw
 }
@@ -202,27 +200,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	})), cfg.DropMail, coin))
 	defer mail.Close()
 
-	// The third layer: "order placed" on a JetStream stream of the run's
-	// own, and the shipping provider the fulfilment consumer calls, behind
-	// the idempotency middleware, flickering like the payment provider.
+	// The third layer: "order placed" on a stream (NATS) or topic
+	// (Kafka) of the run's own, and the shipping provider the fulfilment
+	// consumer calls, behind the idempotency middleware, flickering like
+	// the payment provider.
 	var shipments counter
-	var js jetstream.JetStream
 	var shipping *httptest.Server
-	streamName, subject := "CHECKOUT_"+suffix, "checkout."+suffix+".placed"
-	if cfg.NATS != "" {
-		nc, err := nats.Connect(cfg.NATS)
-		if err != nil {
-			return Result{}, err
-		}
-		defer nc.Close()
-		if js, err = jetstream.New(nc); err != nil {
-			return Result{}, err
-		}
-		drop, err := stream(ctx, js, streamName, subject)
-		if err != nil {
-			return Result{}, err
-		}
-		defer drop()
+	ev, err := openEvents(ctx, cfg, suffix)
+	if err != nil {
+		return Result{}, err
+	}
+	if ev != nil {
+		defer ev.close()
 		shipMW, err := idempotency.New(idempotency.Options{Logger: quiet})
 		if err != nil {
 			return Result{}, err
@@ -302,8 +291,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				http.Error(w, "mail: "+err.Error(), http.StatusBadGateway)
 				return
 			}
-			if js != nil {
-				if _, err := js.Publish(r.Context(), subject, fmt.Appendf(nil, `{"order":%d}`, order)); err != nil {
+			if ev != nil {
+				if err := ev.publish(r.Context(), order); err != nil {
 					http.Error(w, "events: "+err.Error(), http.StatusBadGateway)
 					return
 				}
@@ -320,8 +309,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: mail.URL + "/send", Body: []byte(fmt.Sprintf(`{"order":%d}`, order)),
 				Header: http.Header{"Content-Type": {"application/json"}}})
 		}
-		if err == nil && cfg.Pieces && js != nil { // "order placed", published by the relay with its ID as Nats-Msg-Id
-			_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: natsoutbox.URL(subject), Body: fmt.Appendf(nil, `{"order":%d}`, order)})
+		if err == nil && cfg.Pieces && ev != nil { // "order placed", sent by the relay with its ID as the broker's message ID
+			_, err = box.Enqueue(r.Context(), tx, outbox.Message{URL: ev.url(order), Body: event(order)})
 		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -333,12 +322,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	// The relay, killed and started again while it works.
 	senders := map[string]outbox.Sender{}
-	if js != nil {
-		s, err := natsoutbox.New(js)
+	if ev != nil {
+		scheme, s, err := ev.sender()
 		if err != nil {
 			return Result{}, err
 		}
-		senders[natsoutbox.Scheme] = s
+		senders[scheme] = s
 	}
 	relayCtx, stopRelays := context.WithCancel(ctx)
 	var relays sync.WaitGroup
@@ -371,8 +360,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stopFleet := make(chan struct{})
 	fleetDone := make(chan error, 1)
 	var killed int
-	if js != nil {
-		f := fulfilment{NATS: cfg.NATS, Stream: streamName, Durable: "fulfilment", Redis: cfg.RedisAddr,
+	if ev != nil {
+		f := fulfilment{Events: ev.args(), Redis: cfg.RedisAddr,
 			Prefix: "checkout-fulfilment:" + suffix + ":", Shipping: shipping.URL, Pieces: cfg.Pieces}
 		every := cfg.ConsumerKills
 		if every == 0 {
@@ -417,11 +406,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 		}
 	}
-	if js != nil { // wait for the shipments
+	if ev != nil { // wait for the shipments
 		var err error
 		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			var ok bool
-			if ok, err = drained(ctx, js, streamName); ok && err == nil {
+			if ok, err = ev.drained(ctx); ok && err == nil {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -483,7 +472,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if e[id] == 0 {
 			res.EmailMissed++
 		}
-		if js != nil && sh[id] == 0 {
+		if ev != nil && sh[id] == 0 {
 			res.ShipMissed++
 		}
 	}

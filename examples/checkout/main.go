@@ -9,11 +9,13 @@
 //	go run ./examples/checkout -orders 5000
 //
 // The third layer: the checkout publishes "order placed" through the
-// outbox to NATS JetStream (with the pieces; straight away without them),
-// and a fulfilment consumer, a process of its own that is killed with
-// SIGKILL while it works, calls a shipping provider for each event: with
-// the pieces, through queue/natsjs under the order as its key, with keys
-// derived from it.
+// outbox to NATS JetStream, or with -kafka to a Kafka topic (with the
+// pieces; straight away without them), and a fulfilment consumer, a
+// process of its own that is killed with SIGKILL while it works, calls a
+// shipping provider for each event: with the pieces, through queue/natsjs
+// or queue/kafka under the order as its key, with keys derived from it.
+//
+//	go run ./examples/checkout -kafka localhost:9092
 //
 // It needs the PostgreSQL, Redis and NATS the tests use
 // (RETRYHTTP_TEST_POSTGRES, RETRYHTTP_TEST_REDIS, RETRYHTTP_TEST_NATS; by
@@ -49,6 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pgDSN := fs.String("postgres", envOr("RETRYHTTP_TEST_POSTGRES", defaultPostgres), "PostgreSQL to use")
 	redisAddr := fs.String("redis", envOr("RETRYHTTP_TEST_REDIS", defaultRedis), "Redis to use")
 	natsURL := fs.String("nats", envOr("RETRYHTTP_TEST_NATS", defaultNATS), `NATS with JetStream for the third layer; "" leaves it out`)
+	kafkaAddr := fs.String("kafka", "", "a Kafka broker (host:port) for the third layer, instead of NATS")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -73,12 +76,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cfg := Incident(*orders, *conc, *seed, pool, rdb, *redisAddr, *natsURL)
+	if *kafkaAddr != "" {
+		cfg.NATS, cfg.Kafka = "", *kafkaAddr
+	}
 	fmt.Fprintf(stdout, "%d orders, %d at a time. Faults: %.0f%% of checkout answers lost, %.0f%% of checkouts crash between the\n"+
 		"provider call and their commit, %.0f%% of provider, mail and shipping answers lost, a %v provider and shipping flicker\n"+
 		"(its 30 s, compressed), the outbox relay killed every %v", cfg.Orders, cfg.Concurrency, 100*cfg.DropClient, 100*cfg.Crash,
 		100*cfg.DropProvider, cfg.Flicker, cfg.RelayCrashes)
-	if cfg.NATS != "" {
-		fmt.Fprintf(stdout, ", the fulfilment consumer killed with SIGKILL every %v to %v", cfg.ConsumerKills, 2*cfg.ConsumerKills)
+	if cfg.thirdLayer() {
+		fmt.Fprintf(stdout, ", the fulfilment consumer (on %s) killed with SIGKILL every %v to %v", cfg.broker(), cfg.ConsumerKills, 2*cfg.ConsumerKills)
 	}
 	fmt.Fprint(stdout, ".\n\n")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -95,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		name := "each layer on its own"
 		if pieces {
 			name = "with the cross-layer pieces"
-			ok = res.ExactlyOnce(cfg.NATS != "")
+			ok = res.ExactlyOnce(cfg.thirdLayer())
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n", name, res.Charges, res.ChargeDups, res.Emails, res.EmailDups,
 			res.EmailMissed, res.Shipments, res.ShipDups, res.ShipMissed, res.ConsumersKilled, res.Failed, res.ProviderCalls,
@@ -118,6 +124,16 @@ func Incident(orders, concurrency int, seed uint64, pool *pgxpool.Pool, rdb *red
 		Flicker: 1500 * time.Millisecond, RelayCrashes: 300 * time.Millisecond, ConsumerKills: 300 * time.Millisecond,
 		Pool: pool, Redis: rdb, RedisAddr: redisAddr, NATS: natsURL,
 	}
+}
+
+// thirdLayer reports whether the run has the third layer, on broker.
+func (c Config) thirdLayer() bool { return c.NATS != "" || c.Kafka != "" }
+
+func (c Config) broker() string {
+	if c.Kafka != "" {
+		return "Kafka"
+	}
+	return "NATS JetStream"
 }
 
 // The services the example uses unless told otherwise: the local ones.
