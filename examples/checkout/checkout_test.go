@@ -84,6 +84,9 @@ func TestIncident(t *testing.T) {
 // SIGKILL while they ship, run each event once per order through
 // queue/kafka.
 func TestIncidentOnKafka(t *testing.T) {
+	if raceEnabled {
+		t.Skip("many processes for seconds: CI runs it without the race detector")
+	}
 	pool, rdb := stores(t)
 	b := kafkatest.Start(t, 4)
 	cfg := Incident(1000, 32, 1, pool, rdb, testenv.RedisAddr(), "")

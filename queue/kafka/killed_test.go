@@ -94,6 +94,9 @@ func TestChildConsumer(t *testing.T) {
 // service behind the idempotency middleware: each order ships exactly
 // once, and every offset ends committed.
 func TestConsumersKilled(t *testing.T) {
+	if raceEnabled {
+		t.Skip("many processes for seconds: CI runs it without the race detector")
+	}
 	if os.Getenv(childTopic) != "" {
 		t.Skip("in the child")
 	}

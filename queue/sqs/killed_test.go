@@ -98,6 +98,9 @@ func client0(endpoint string) *awssqs.Client { return client(&sqstest.Server{URL
 // order ends in the dead-letter queue after its MaxAttempts, and the
 // queue ends empty.
 func TestConsumersKilled(t *testing.T) {
+	if raceEnabled {
+		t.Skip("many processes for seconds: CI runs it without the race detector")
+	}
 	if os.Getenv(childQueue) != "" {
 		t.Skip("in the child")
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package sqs_test
+
+const raceEnabled = false
