@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/kafka"
@@ -313,3 +314,75 @@ func TestFailuresAreBoundedAndDeadLettered(t *testing.T) {
 // childTopic, when set, makes the test binary a consumer process of
 // TestConsumersKilled.
 const childTopic = "KAFKA_TEST_CHILD_TOPIC"
+
+// A failing record holds back the records behind it in its partition for
+// its backoffs, and only them: the other partition's records run
+// meanwhile, and the failing one's partition moves on once it is
+// dead-lettered. The delays are logged: what pausing a partition in place
+// costs.
+func TestAFailingRecordHoldsBackItsPartitionOnly(t *testing.T) {
+	b := kafkatest.Start(t, 2)
+	const topic, group = "held", "held-group"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := []*kgo.Record{keyed("bad", "fails"), keyed("after-bad", "behind it")}
+	for i := range 20 {
+		rs = append(rs, keyed(fmt.Sprint("other-", i), "the other partition"))
+	}
+	for i, r := range rs {
+		r.Partition = int32(min(i/2, 1)) // the first two in partition 0, the rest in 1
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	var mu sync.Mutex
+	at := map[string]time.Time{}
+	start := time.Now()
+	rec := newRecorder()
+	c, err := kafka.NewConsumer(consumerClient(t, b.Addr, group, topic), kafka.Options{Runner: memoryRunner(t), Logger: quietLog,
+		Hooks: []kafka.Hook{rec, kafka.HookFunc(func(_ context.Context, e kafka.Event) {
+			if e.Kind != kafka.EventFailed {
+				mu.Lock()
+				at[e.Key] = time.Now()
+				mu.Unlock()
+			}
+		})},
+		MaxAttempts: 3, Backoff: queue.Backoff{Base: 100 * time.Millisecond, Max: 100 * time.Millisecond, Jitter: retryhttp.JitterNone}},
+		func(ctx context.Context, r *kgo.Record) ([]byte, error) {
+			if string(r.Key) == "bad" {
+				return nil, errors.New("refused")
+			}
+			return nil, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c)
+	rec.await(t, "every record settled", func() bool { return rec.count(kafka.EventProcessed)+rec.count(kafka.EventDead) == len(rs) })
+	mu.Lock()
+	defer mu.Unlock()
+	var lastOther time.Time
+	for i := range 20 {
+		lastOther = later(lastOther, at[fmt.Sprint("other-", i)])
+	}
+	switch {
+	case !lastOther.Before(at["bad"]):
+		t.Errorf("the other partition's last record ran %v after the start, the failing one was dead-lettered at %v: it waited for it",
+			lastOther.Sub(start), at["bad"].Sub(start))
+	case !at["after-bad"].After(at["bad"]):
+		t.Errorf("the record behind the failing one ran before it was dead-lettered")
+	}
+	t.Logf("the other partition's 20 records ran within %v; the failing record was dead-lettered after %v (two backoffs of 100 ms), the one behind it ran at %v",
+		lastOther.Sub(start).Round(time.Millisecond), at["bad"].Sub(start).Round(time.Millisecond), at["after-bad"].Sub(start).Round(time.Millisecond))
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
