@@ -4,13 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,12 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/kafka"
 	"github.com/retryhttp/retryhttp/shared/kafkatest"
+	"github.com/retryhttp/retryhttp/shared/shiptest"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
@@ -54,8 +49,7 @@ func TestChildConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Logger: quietLog,
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}
+	shipper := shiptest.NewShipper(os.Getenv(childShipping))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(os.Getenv(childBroker)), kgo.ConsumerGroup("shipping"), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.InstanceID("shipper"), // static membership: the next process takes the killed one's place without waiting out its session
@@ -67,16 +61,7 @@ func TestChildConsumer(t *testing.T) {
 		Key:     func(r *kgo.Record) (string, error) { return string(r.Value), nil }, // the order, whichever message carries it
 		Backoff: queue.Backoff{Base: 5 * time.Millisecond, Max: 20 * time.Millisecond},
 	}, func(ctx context.Context, r *kgo.Record) ([]byte, error) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", os.Getenv(childShipping), strings.NewReader(string(r.Value)))
-		resp, err := client.Do(req) // the key derived from the order: the same on every run
-		if err != nil {
-			return nil, err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			return nil, fmt.Errorf("shipping answered %d", resp.StatusCode)
-		}
-		return nil, nil
+		return nil, shipper.Ship(ctx, string(r.Value)) // the key derived from the order: the same on every run
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -105,36 +90,21 @@ func TestConsumersKilled(t *testing.T) {
 	}
 	topic := fmt.Sprintf("orders-%d", time.Now().UnixNano())
 	b := kafkatest.Start(t, 4, topic) // named at the start: it survives the broker's SIGKILL
-	mw, err := idempotency.New(idempotency.Options{Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	shipped := map[string]int{}
-	var requests atomic.Int64 // every request, a replay of a shipment included
-	inner := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		time.Sleep(2 * time.Millisecond) // a shipment takes a moment: a kill lands mid-record
-		mu.Lock()
-		shipped[string(body)]++
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	shipping := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		inner.ServeHTTP(w, r)
-	}))
-	defer shipping.Close()
+	shipping := shiptest.Start(t, 2*time.Millisecond)
 	const orders = 1000
 	var records []*kgo.Record
 	for i := range orders {
-		for copy := range 1 + btoi(i%10 == 0) {
+		copies := 1
+		if i%10 == 0 {
+			copies = 2
+		}
+		for copy := range copies {
 			records = append(records, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "order-%d", i), Value: fmt.Appendf(nil, "order-%d", i),
 				Headers: []kgo.RecordHeader{{Key: "Message-Id", Value: fmt.Appendf(nil, "msg-%d-%d", i, copy)}}})
 		}
 	}
 	produce(t, b.Addr, topic, records...)
-	done := func() int { mu.Lock(); defer mu.Unlock(); return len(shipped) }
+	done := shipping.Orders
 	allCommitted := func() bool {
 		var n int64
 		for _, at := range committed(t, b.Addr, "shipping", topic) {
@@ -175,26 +145,10 @@ func TestConsumersKilled(t *testing.T) {
 			t.Fatalf("%d of %d orders shipped after %d kills", done(), orders, kills)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for order, n := range shipped {
-		if n != 1 {
-			t.Errorf("%s shipped %d times, want 1", order, n)
-		}
-	}
 	if kills == 0 {
 		t.Error("no consumer was killed")
 	}
-	if requests.Load() <= int64(len(shipped)) {
-		t.Errorf("%d shipping requests for %d orders: no order was run again after a kill, so the kills tested nothing", requests.Load(), len(shipped))
-	}
+	requests := shipping.Check(t, orders)
 	t.Logf("%d orders (%d records) shipped once each in %d requests, across %d consumers and the broker once killed with SIGKILL",
-		len(shipped), len(records), requests.Load(), kills)
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+		orders, len(records), requests, kills)
 }

@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,11 +14,11 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+	"github.com/retryhttp/retryhttp/shared/shiptest"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
@@ -52,22 +48,12 @@ func TestChildConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Logger: quietLog,
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}
+	shipper := shiptest.NewShipper(os.Getenv(childShipping))
 	handle, err := rabbitmq.Handler(rabbitmq.Options{Runner: runner, Logger: quietLog,
 		Key:     func(d amqp.Delivery) (string, error) { return string(d.Body), nil }, // the order, whichever message carries it
 		Backoff: queue.Backoff{Base: 5 * time.Millisecond, Max: 20 * time.Millisecond},
 	}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", os.Getenv(childShipping), strings.NewReader(string(d.Body)))
-		resp, err := client.Do(req) // the key derived from the order: the same on every delivery
-		if err != nil {
-			return nil, err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			return nil, fmt.Errorf("shipping answered %d", resp.StatusCode)
-		}
-		return nil, nil
+		return nil, shipper.Ship(ctx, string(d.Body)) // the key derived from the order: the same on every run
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -103,21 +89,7 @@ func TestConsumersKilled(t *testing.T) {
 		testenv.Unreachable(t, "Redis", testenv.RedisAddr(), err)
 	}
 	q := testQueue(t, conn)
-	mw, err := idempotency.New(idempotency.Options{Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	shipped := map[string]int{}
-	shipping := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		time.Sleep(time.Millisecond) // a shipment takes a moment: a kill lands mid-message
-		mu.Lock()
-		shipped[string(body)]++
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	})))
-	defer shipping.Close()
+	shipping := shiptest.Start(t, time.Millisecond) // a shipment takes a moment: a kill lands mid-message
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
@@ -125,14 +97,18 @@ func TestConsumersKilled(t *testing.T) {
 	defer ch.Close()
 	const orders = 1000
 	for i := range orders {
-		for copy := range 1 + btoi(i%10 == 0) {
+		copies := 1
+		if i%10 == 0 {
+			copies = 2
+		}
+		for copy := range copies {
 			if err := ch.PublishWithContext(context.Background(), "", q, false, false,
 				amqp.Publishing{MessageId: fmt.Sprint("msg-", i, "-", copy), Body: []byte(fmt.Sprint("order-", i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	done := func() int { mu.Lock(); defer mu.Unlock(); return len(shipped) }
+	done := shipping.Orders
 	kills := 0
 	prefix := "retryhttp-test-killed:" + q + ":"
 	for deadline := time.Now().Add(90 * time.Second); ; {
@@ -157,24 +133,11 @@ func TestConsumersKilled(t *testing.T) {
 			t.Fatalf("%d of %d orders shipped after %d kills", done(), orders, kills)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for order, n := range shipped {
-		if n != 1 {
-			t.Errorf("%s shipped %d times, want 1", order, n)
-		}
-	}
 	if kills == 0 {
 		t.Error("no consumer was killed")
 	}
-	t.Logf("%d orders shipped once each, across %d consumers killed with SIGKILL", len(shipped), kills)
+	requests := shipping.Check(t, orders)
+	t.Logf("%d orders shipped once each in %d requests, across %d consumers killed with SIGKILL", orders, requests, kills)
 }
 
 var quietLog = slog.New(slog.DiscardHandler)
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}

@@ -4,13 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,11 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/sqs"
+	"github.com/retryhttp/retryhttp/shared/shiptest"
 	"github.com/retryhttp/retryhttp/shared/sqstest"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
@@ -56,8 +51,7 @@ func TestChildConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true, Logger: quietLog,
-		Policy: retryhttp.Policy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond}}}
+	shipper := shiptest.NewShipper(os.Getenv(childShipping))
 	c, err := sqs.NewConsumer(client0(os.Getenv(childEndpoint)), sqs.Options{Runner: runner, QueueURL: queueURL, Logger: quietLog,
 		Key:               func(m types.Message) (string, error) { return aws.ToString(m.Body), nil }, // the order, whichever message carries it
 		VisibilityTimeout: time.Second, WaitTime: time.Second, Concurrency: 4, MaxAttempts: 3,
@@ -66,16 +60,7 @@ func TestChildConsumer(t *testing.T) {
 		if aws.ToString(m.Body) == "poison" {
 			panic("the poison order")
 		}
-		req, _ := http.NewRequestWithContext(ctx, "POST", os.Getenv(childShipping), strings.NewReader(aws.ToString(m.Body)))
-		resp, err := client.Do(req) // the key derived from the order: the same on every run
-		if err != nil {
-			return nil, err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			return nil, fmt.Errorf("shipping answered %d", resp.StatusCode)
-		}
-		return nil, nil
+		return nil, shipper.Ship(ctx, aws.ToString(m.Body)) // the key derived from the order: the same on every run
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -112,26 +97,7 @@ func TestConsumersKilled(t *testing.T) {
 	name := fmt.Sprintf("orders-%d", time.Now().UnixNano())
 	dlq := createQueue(t, cl, name+"-dlq", nil)
 	queueURL := createQueue(t, cl, name, map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"50"}`, arn(t, cl, dlq))})
-	mw, err := idempotency.New(idempotency.Options{Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	shipped := map[string]int{}
-	var requests atomic.Int64
-	inner := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		time.Sleep(5 * time.Millisecond) // a shipment takes a moment: a kill lands mid-message
-		mu.Lock()
-		shipped[string(body)]++
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	shipping := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		inner.ServeHTTP(w, r)
-	}))
-	defer shipping.Close()
+	shipping := shiptest.Start(t, 5*time.Millisecond)
 	const orders = 1000
 	var batch []types.SendMessageBatchRequestEntry
 	flush := func() {
@@ -148,7 +114,11 @@ func TestConsumersKilled(t *testing.T) {
 		if i == orders {
 			body = "poison"
 		}
-		for copy := range 1 + btoi(i%10 == 0) {
+		copies := 1
+		if i%10 == 0 {
+			copies = 2
+		}
+		for copy := range copies {
 			batch = append(batch, types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint("m", i, "-", copy)), MessageBody: aws.String(body)})
 			if len(batch) == 10 {
 				flush()
@@ -156,7 +126,7 @@ func TestConsumersKilled(t *testing.T) {
 		}
 	}
 	flush()
-	done := func() int { mu.Lock(); defer mu.Unlock(); return len(shipped) }
+	done := shipping.Orders
 	// The poison order may be in the dead-letter queue twice: a consumer
 	// killed between its send there and its delete leaves it in both.
 	finished := func() bool { return done() == orders && depth(t, cl, queueURL) == 0 && depth(t, cl, dlq) >= 1 }
@@ -187,13 +157,6 @@ func TestConsumersKilled(t *testing.T) {
 				done(), orders, kills, depth(t, cl, queueURL), depth(t, cl, dlq))
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for order, n := range shipped {
-		if n != 1 {
-			t.Errorf("%s shipped %d times, want 1", order, n)
-		}
-	}
 	if kills == 0 {
 		t.Error("no consumer was killed")
 	}
@@ -206,16 +169,7 @@ func TestConsumersKilled(t *testing.T) {
 			t.Errorf("%s is in the dead-letter queue: only the poison order should be", aws.ToString(m.Body))
 		}
 	}
-	if requests.Load() <= int64(len(shipped)) {
-		t.Errorf("%d shipping requests for %d orders: no order was run again after a kill, so the kills tested nothing", requests.Load(), len(shipped))
-	}
+	requests := shipping.Check(t, orders)
 	t.Logf("%d orders (%d messages) shipped once each in %d requests across %d consumers killed with SIGKILL; the poison order dead-lettered",
-		len(shipped), orders+orders/10+1, requests.Load(), kills)
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+		orders, orders+orders/10+1, requests, kills)
 }
