@@ -10,14 +10,20 @@ require (
 	github.com/prometheus/prometheus v0.313.2
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/queue/kafka v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/natsjs v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/queue/sqs v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0 // indirect
 	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.26 // indirect
 	github.com/retryhttp/retryhttp/mysqlschema v0.0.0-00010101000000-000000000000 // indirect
+	github.com/twmb/franz-go v1.21.7 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.13.1 // indirect
 )
 
 require (
@@ -36,26 +42,26 @@ require (
 	github.com/alecthomas/units v0.0.0-20240927000941-0f3dac36c52b // indirect
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/aws/aws-sdk-go v1.55.8 // indirect
-	github.com/aws/aws-sdk-go-v2 v1.42.0 // indirect
+	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/config v1.32.25 // indirect
-	github.com/aws/aws-sdk-go-v2/credentials v1.19.24 // indirect
-	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.18.29 // indirect
-	github.com/aws/aws-sdk-go-v2/internal/configsources v1.4.29 // indirect
-	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.7.29 // indirect
-	github.com/aws/aws-sdk-go-v2/internal/v4a v1.4.30 // indirect
+	github.com/aws/aws-sdk-go-v2/credentials v1.21.1 // indirect
+	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ec2 v1.307.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ecs v1.83.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/elasticache v1.54.3 // indirect
-	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.12 // indirect
-	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.13.29 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/kafka v1.52.6 // indirect
 	github.com/aws/aws-sdk-go-v2/service/lightsail v1.56.1 // indirect
 	github.com/aws/aws-sdk-go-v2/service/rds v1.119.3 // indirect
-	github.com/aws/aws-sdk-go-v2/service/signin v1.2.0 // indirect
-	github.com/aws/aws-sdk-go-v2/service/sso v1.31.3 // indirect
-	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.36.6 // indirect
-	github.com/aws/aws-sdk-go-v2/service/sts v1.43.3 // indirect
-	github.com/aws/smithy-go v1.27.2 // indirect
+	github.com/aws/aws-sdk-go-v2/service/signin v1.13.1 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/bboreham/go-loser v0.0.0-20230920113527-fcc2c21820a3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
@@ -138,7 +144,7 @@ require (
 	github.com/jmespath/go-jmespath v0.4.0 // indirect
 	github.com/jpillora/backoff v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/klauspost/compress v1.19.0 // indirect
+	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/kolo/xmlrpc v0.0.0-20220921171641-a4b6fa1dd06b // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/linode/linodego v1.69.1 // indirect
@@ -231,8 +237,10 @@ replace (
 	github.com/retryhttp/retryhttp/idempotency/redisstore => ../idempotency/redisstore
 	github.com/retryhttp/retryhttp/outbox => ../outbox
 	github.com/retryhttp/retryhttp/pgschema => ../pgschema
+	github.com/retryhttp/retryhttp/queue/kafka => ../queue/kafka
 	github.com/retryhttp/retryhttp/queue/natsjs => ../queue/natsjs
 	github.com/retryhttp/retryhttp/queue/rabbitmq => ../queue/rabbitmq
+	github.com/retryhttp/retryhttp/queue/sqs => ../queue/sqs
 )
 
 replace github.com/retryhttp/retryhttp/shared => ../shared

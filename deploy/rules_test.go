@@ -32,8 +32,10 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/overload"
+	"github.com/retryhttp/retryhttp/queue/kafka"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
+	"github.com/retryhttp/retryhttp/queue/sqs"
 	"github.com/retryhttp/retryhttp/shared/pgtest"
 )
 
@@ -172,6 +174,11 @@ func TestExpressionsOnTheLibrarysMetrics(t *testing.T) {
 			check("panel "+strconv.Quote(p.Title), tg.Expr, true)
 		}
 	}
+	// Every consumer that ended messages shows in the dead-letter rate,
+	// whatever its broker calls the outcome (terminated, rejected, dead).
+	for _, b := range []string{"nats", "rabbitmq", "kafka", "sqs"} {
+		check("queue:dead:rate5m of broker "+b, `queue:dead:rate5m{broker="`+b+`"} > 0`, true)
+	}
 	t.Logf("%d expressions evaluated over %d scrapes of %d series names", n, len(scrapes), len(exported))
 }
 
@@ -266,7 +273,7 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	relayStop := relay(t, reg)
 	defer relayStop()
 
-	// Two queue consumers' metrics: told what a consumer wrapper tells
+	// Four queue consumers' metrics: told what a consumer wrapper tells
 	// its hooks, deliveries processed, duplicated, failed and redelivered,
 	// and dead.
 	natsMetrics, err := natsjs.NewMetrics(reg, "fulfilment")
@@ -274,6 +281,14 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	rabbitMetrics, err := rabbitmq.NewMetrics(reg, "emails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkaMetrics, err := kafka.NewMetrics(reg, "shipping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqsMetrics, err := sqs.NewMetrics(reg, "receipts")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,6 +304,13 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 				rk = rabbitmq.EventRejected
 			}
 			rabbitMetrics.OnEvent(context.Background(), rabbitmq.Event{Kind: rk, Redelivered: i%2 == 1})
+			kk := []kafka.EventKind{kafka.EventProcessed, kafka.EventDuplicate, kafka.EventFailed}[i%3]
+			sk := []sqs.EventKind{sqs.EventProcessed, sqs.EventDuplicate, sqs.EventFailed}[i%3]
+			if i == 9 && round%5 == 0 {
+				kk, sk = kafka.EventDead, sqs.EventDead
+			}
+			kafkaMetrics.OnEvent(context.Background(), kafka.Event{Kind: kk, Attempt: 1 + i%2})
+			sqsMetrics.OnEvent(context.Background(), sqs.Event{Kind: sk, Receives: 1 + i%2})
 		}
 	}
 
