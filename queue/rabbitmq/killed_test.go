@@ -89,7 +89,7 @@ func TestConsumersKilled(t *testing.T) {
 		testenv.Unreachable(t, "Redis", testenv.RedisAddr(), err)
 	}
 	q := testQueue(t, conn)
-	shipping := shiptest.Start(t, time.Millisecond) // a shipment takes a moment: a kill lands mid-message
+	shipping := shiptest.Start(t, 10*time.Millisecond) // a shipment takes a moment: a kill lands among the 50 in flight
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
