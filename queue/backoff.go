@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -70,3 +71,17 @@ func (b Backoff) Wait(n int, r float64) time.Duration {
 
 // MaxWait is the largest wait Wait returns: Max, or its default.
 func (b Backoff) MaxWait() time.Duration { return b.resolved().Max }
+
+// Sleep waits d, or until ctx ends, and reports whether the whole wait
+// passed: how the consumer wrappers wait out a backoff in the handler's
+// goroutine without outliving their context.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,8 +1,10 @@
 package queue_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
@@ -56,4 +58,21 @@ func TestBackoffValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want an error with %q", c.b, err, c.want)
 		}
 	}
+}
+
+// Sleep waits its whole duration unless the context ends first, and says
+// which.
+func TestSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if !queue.Sleep(context.Background(), time.Minute) || time.Since(start) != time.Minute {
+			t.Fatalf("Sleep of a minute: returned after %v", time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start = time.Now()
+		if queue.Sleep(ctx, time.Minute) || time.Since(start) != time.Second {
+			t.Fatalf("Sleep of a minute under a 1 s context: returned true or after %v", time.Since(start))
+		}
+	})
 }

@@ -1,7 +1,7 @@
 // Package queue holds what the queue consumer wrappers share: the
 // Prometheus series they count into, so that queue/natsjs and
-// queue/rabbitmq (modules of their own) feed one dashboard and one set of
-// rules (use those modules' NewMetrics; this package is the series they
+// queue/rabbitmq, queue/kafka and queue/sqs (modules of their own) feed
+// one dashboard and one set of rules (use those modules' NewMetrics; this package is the series they
 // register), and the failures every consumer treats alike: Permanent, for
 // a handler to end a message that no redelivery can fix, and PanicError,
 // what a handler's panic becomes.

@@ -284,7 +284,7 @@ func (c *Consumer) record(ctx context.Context, r *kgo.Record) bool {
 		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "kafka: record failed; running it again", append(queue.FailureAttrs(key, e.Attempt, err),
 			slog.String("topic", r.Topic), slog.Int("partition", int(r.Partition)), slog.Int64("offset", r.Offset), slog.String("after", wait.String()))...)
 		c.tell(ctx, e)
-		if !sleep(ctx, wait) {
+		if !queue.Sleep(ctx, wait) {
 			return false
 		}
 	}
@@ -312,21 +312,9 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, e Event) bool 
 			return true
 		}
 		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "kafka: producing a dead letter failed", slog.String("to", topic), slog.String("error", err.Error()))
-		if !sleep(ctx, c.o.Backoff.Wait(n, rand.Float64())) {
+		if !queue.Sleep(ctx, c.o.Backoff.Wait(n, rand.Float64())) {
 			return false
 		}
-	}
-}
-
-// sleep waits d, and reports false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

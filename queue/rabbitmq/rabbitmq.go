@@ -46,7 +46,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -177,12 +176,7 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 		e.Kind, e.Err = EventFailed, err
 		wait := c.o.Backoff.Wait(int(min(n, 1<<20)), rand.Float64())
 		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: delivery failed; requeuing", append(queue.FailureAttrs(key, e.Deliveries, err), slog.String("after", wait.String()))...)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
+		queue.Sleep(ctx, wait)
 		c.tell(ctx, e, d.Nack(false, true))
 	}
 }

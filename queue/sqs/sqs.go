@@ -229,7 +229,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			got = out.Messages
 		} else if ctx.Err() == nil {
 			c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "sqs: receive failed", slog.String("queue", c.o.QueueURL), slog.String("error", err.Error()))
-			sleep(ctx, time.Second)
+			queue.Sleep(ctx, time.Second)
 		}
 		for range n - len(got) {
 			<-slots
@@ -403,16 +403,6 @@ func (c *Consumer) extend(ctx context.Context, m types.Message) (stop func()) {
 		}
 	})
 	return func() { close(done); wg.Wait() }
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // tell reports e to the hooks.
