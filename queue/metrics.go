@@ -1,10 +1,11 @@
 // Package queue holds what the queue consumer wrappers share: the
-// Prometheus series they count into, so that queue/natsjs and
-// queue/rabbitmq, queue/kafka and queue/sqs (modules of their own) feed
-// one dashboard and one set of rules (use those modules' NewMetrics; this package is the series they
-// register), and the failures every consumer treats alike: Permanent, for
-// a handler to end a message that no redelivery can fix, and PanicError,
-// what a handler's panic becomes.
+// Prometheus series they count into, so that queue/natsjs, queue/rabbitmq,
+// queue/kafka and queue/sqs (modules of their own) feed one dashboard and
+// one set of rules (use those modules' NewMetrics; this package is the
+// series they register); the failures every consumer treats alike:
+// Permanent, for a handler to end a message that no redelivery can fix,
+// and PanicError, what a handler's panic becomes; and Backoff and Sleep,
+// how a failure is waited out.
 //
 //	queue_messages_total{broker,consumer,outcome}  deliveries by outcome
 //	queue_redeliveries_total{broker,consumer}      deliveries that were not a message's first
