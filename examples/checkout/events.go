@@ -42,17 +42,17 @@ func event(order int) []byte { return fmt.Appendf(nil, `{"order":%d}`, order) }
 func openEvents(ctx context.Context, cfg Config, suffix string) (events, error) {
 	switch {
 	case cfg.Kafka != "":
-		if e, err := openKafka(ctx, cfg.Kafka, suffix); err != nil {
+		e, err := openKafka(ctx, cfg.Kafka, suffix)
+		if err != nil {
 			return nil, err
-		} else {
-			return e, nil
 		}
+		return e, nil
 	case cfg.NATS != "":
-		if e, err := openNATS(ctx, cfg.NATS, suffix); err != nil {
+		e, err := openNATS(ctx, cfg.NATS, suffix)
+		if err != nil {
 			return nil, err
-		} else {
-			return e, nil
 		}
+		return e, nil
 	}
 	return nil, nil
 }
