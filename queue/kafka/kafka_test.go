@@ -19,6 +19,7 @@ import (
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/kafka"
 	"github.com/retryhttp/retryhttp/shared/kafkatest"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -70,52 +71,20 @@ func keyed(key, value string) *kgo.Record {
 	return r
 }
 
-// recorder keeps a consumer's events and wakes the test when one of a
-// kind has come.
-type recorder struct {
-	mu     sync.Mutex
-	events []kafka.Event
-	notify chan struct{}
-}
+// recorder keeps a consumer's events.
+type recorder struct{ testenv.Recorder[kafka.Event] }
 
-func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
-
-func (r *recorder) OnEvent(_ context.Context, e kafka.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-	select {
-	case r.notify <- struct{}{}:
-	default:
-	}
-}
+func newRecorder() *recorder { return &recorder{} }
 
 // count is how many events of kind have come.
 func (r *recorder) count(kind kafka.EventKind) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if e.Kind == kind {
-			n++
-		}
-	}
-	return n
+	return r.Count(func(e kafka.Event) bool { return e.Kind == kind })
 }
 
-// await waits until cond holds, up to a minute (a busy machine), and
-// fails the test then.
+// await waits until cond holds (testenv.Eventually).
 func (r *recorder) await(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(time.Minute)
-	for !cond() {
-		select {
-		case <-r.notify:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("a minute passed without %s", what)
-		}
-	}
+	testenv.Eventually(t, what, cond)
 }
 
 func memoryRunner(t testing.TB) *idempotency.Runner {

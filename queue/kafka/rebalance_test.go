@@ -66,14 +66,9 @@ func TestRecordOutlastingTheRebalanceTimeout(t *testing.T) {
 	}
 	run(t, second)
 	inFlight := func() bool {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		n := 0
-		for _, e := range rec.events {
-			if e.Kind == kafka.EventFailed && errors.Is(e.Err, idempotency.ErrInFlight) {
-				n++
-			}
-		}
+		n := rec.Count(func(e kafka.Event) bool {
+			return e.Kind == kafka.EventFailed && errors.Is(e.Err, idempotency.ErrInFlight)
+		})
 		return n > opts.MaxAttempts // waited past MaxAttempts without being dead-lettered
 	}
 	rec.await(t, "the new owner reading the record while its first run goes on", inFlight)

@@ -20,6 +20,7 @@ import (
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/sqs"
 	"github.com/retryhttp/retryhttp/shared/sqstest"
+	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -86,37 +87,11 @@ func depth(t testing.TB, cl *awssqs.Client, url string) int {
 }
 
 // recorder keeps a consumer's events.
-type recorder struct {
-	mu     sync.Mutex
-	events []sqs.Event
-}
+type recorder struct{ testenv.Recorder[sqs.Event] }
 
-func (r *recorder) OnEvent(_ context.Context, e sqs.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-}
-
+// count is how many events of kind have come.
 func (r *recorder) count(kind sqs.EventKind) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if e.Kind == kind {
-			n++
-		}
-	}
-	return n
-}
-
-// eventually waits until cond holds, up to a minute (a busy machine).
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("a minute passed without %s", what)
-		}
-	}
+	return r.Count(func(e sqs.Event) bool { return e.Kind == kind })
 }
 
 func memoryRunner(t testing.TB) *idempotency.Runner {
@@ -204,12 +179,12 @@ func TestEachKeyRunsOnceAndIsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, c)
-	eventually(t, "30 messages run or replayed", func() bool { return rec.count(sqs.EventProcessed)+rec.count(sqs.EventDuplicate) == 30 })
+	testenv.Eventually(t, "30 messages run or replayed", func() bool { return rec.count(sqs.EventProcessed)+rec.count(sqs.EventDuplicate) == 30 })
 	for i := range 10 { // delivered again
 		send(t, cl, url, fmt.Sprint("order-", i), fmt.Sprint("event ", i))
 	}
-	eventually(t, "the 10 copies replayed", func() bool { return rec.count(sqs.EventDuplicate) == 20 })
-	eventually(t, "the queue empty", func() bool { return depth(t, cl, url) == 0 })
+	testenv.Eventually(t, "the 10 copies replayed", func() bool { return rec.count(sqs.EventDuplicate) == 20 })
+	testenv.Eventually(t, "the queue empty", func() bool { return depth(t, cl, url) == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	for key, n := range ran {
@@ -252,7 +227,7 @@ func TestFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, c)
-	eventually(t, "15 messages processed and 15 duplicates", func() bool {
+	testenv.Eventually(t, "15 messages processed and 15 duplicates", func() bool {
 		return rec.count(sqs.EventProcessed) == 15 && rec.count(sqs.EventDuplicate) == 15
 	})
 	mu.Lock()
@@ -316,7 +291,7 @@ func TestFailuresAreBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			run(t, c)
-			eventually(t, "two processed and three ended", func() bool { return rec.count(sqs.EventProcessed) == 2 && rec.count(sqs.EventDead) == 3 })
+			testenv.Eventually(t, "two processed and three ended", func() bool { return rec.count(sqs.EventProcessed) == 2 && rec.count(sqs.EventDead) == 3 })
 			mu.Lock()
 			if ran["always fails"] != 3 || ran["unparseable"] != 1 || ran["panics once"] != 2 || ran["fine"] != 1 || ran["no key"] != 0 {
 				t.Errorf("runs %v, want always fails 3 (MaxAttempts), unparseable 1, panics once 2, fine 1, no key 0", ran)
@@ -339,7 +314,7 @@ func TestFailuresAreBounded(t *testing.T) {
 					t.Errorf("the dead-letter queue holds %v, want the three that could not run", dead)
 				}
 			}
-			eventually(t, "the queue empty", func() bool { return depth(t, cl, url) == 0 })
+			testenv.Eventually(t, "the queue empty", func() bool { return depth(t, cl, url) == 0 })
 		})
 	}
 }
@@ -377,8 +352,8 @@ func TestLongHandlerKeepsItsMessage(t *testing.T) {
 	}
 	run(t, second)
 	runs.Wait()
-	eventually(t, "the queue empty", func() bool { return depth(t, cl, url) == 0 })
-	if n := len(rec.events); n != 0 {
+	testenv.Eventually(t, "the queue empty", func() bool { return depth(t, cl, url) == 0 })
+	if n := len(rec.Events()); n != 0 {
 		t.Errorf("the second consumer received the message %d times while the first ran it", n)
 	}
 }
