@@ -15,9 +15,16 @@
 //     resty, names no key header, and adds no retry condition that could
 //     refuse them), by resty v3 (SetRetryAllowNonIdempotent(true) with
 //     SetRetryCount), by failsafehttp (failsafehttp.NewRequest of such
-//     a request), or by a hand-written loop that sends it and sleeps;
-//   - an Idempotency-Key generated inside the loop that sends it, so that
-//     every attempt is a new operation;
+//     a request), by a hand-written loop that sends it and sleeps (its
+//     send a client's Do or Post, a RoundTripper's RoundTrip, a
+//     func(*http.Request) (*http.Response, error) value, or resty's Post,
+//     Patch or Execute), or by a retry helper given a function literal
+//     that sends it (cenkalti/backoff v4 and v5, avast/retry-go v4,
+//     sethvargo/go-retry, or a function of the code's own whose loop calls
+//     its function parameter and waits);
+//   - an Idempotency-Key generated inside the loop or the retried
+//     function literal that sends it, so that every attempt is a new
+//     operation;
 //   - SDK retries left on over a retryhttp.Transport: stripe-go without
 //     MaxNetworkRetries 0, aws-sdk-go-v2 without aws.NopRetryer, openai-go
 //     and anthropic-sdk-go without option.WithMaxRetries(0), looking at
@@ -30,12 +37,19 @@
 // A request builder that forwards its method parameter into a request
 // go-retryablehttp retries (an SDK's NewRequest(method, path, ...)) is
 // remembered as an analysis fact, across functions and packages, and the
-// calls that pass it POST or PATCH are reported where the constant is.
+// calls that pass it POST or PATCH are reported where the constant is. So
+// is a retry helper (a function that calls its function parameter in a
+// loop that waits, or hands it to another helper), and the function
+// literals given to it are checked as the loop's body would be.
+//
+// golangci-lint runs it as a module plugin: see package
+// [github.com/retryhttp/retryhttp/retryvet/golangci].
 //
 // What it cannot see it does not report: a method chosen at run time, a
 // key set in another function, a Transport built in another package, a
 // request built in one function and sent through a StandardClient in
-// another.
+// another, an operation handed to a retry helper by name rather than as a
+// function literal.
 //
 // A call that the protocol makes safe to repeat, which no rule can know (a
 // POST that writes at an offset, say), is marked with a directive on its
@@ -73,7 +87,7 @@ func newAnalyzer() *analysis.Analyzer {
 		URL:       "https://pkg.go.dev/github.com/retryhttp/retryhttp/retryvet",
 		Requires:  []*analysis.Analyzer{inspect.Analyzer},
 		Run:       run,
-		FactTypes: []analysis.Fact{new(retriedMethod)},
+		FactTypes: []analysis.Fact{new(retriedMethod), new(retriesFunc)},
 	}
 	a.Flags.BoolVar(&showIgnored, "show-ignored", false, "also report the findings a //retryvet:ignore directive silences, with its reason")
 	return a
@@ -99,6 +113,7 @@ func run(pass *analysis.Pass) (any, error) {
 	var decls []*ast.FuncDecl
 	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil)}, func(n ast.Node) { decls = append(decls, n.(*ast.FuncDecl)) })
 	c.forwarders(decls)
+	c.retryHelpers(decls)
 	ins.Preorder([]ast.Node{(*ast.CompositeLit)(nil)}, func(n ast.Node) { c.stripeConfig(n.(*ast.CompositeLit)) })
 	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)}, func(n ast.Node) {
 		var body *ast.BlockStmt
@@ -415,6 +430,7 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 		return
 	}
 	c.forwardedCall(call, keyed)
+	c.retriedClosure(body, call, keyed)
 	path := pkgPath(fn)
 	switch {
 	case path == pathRetryablehttp && (fn.Name() == "NewRequest" || fn.Name() == "NewRequestWithContext"):
@@ -530,7 +546,10 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 
 // sendsAndWaits returns the HTTP sends in a loop body, not counting
 // function literals, and whether it also waits (time.Sleep, time.After,
-// a Timer).
+// a Timer). A send is a call of net/http's Do, Post, PostForm, Get, Head
+// or a RoundTripper's RoundTrip, of a function value that sends a request
+// (a func(*http.Request) (*http.Response, error) field, variable or
+// parameter), or of resty's Post, Patch or Execute.
 func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, waits bool) {
 	ast.Inspect(body, func(n ast.Node) bool {
 		if _, ok := n.(*ast.FuncLit); ok {
@@ -542,12 +561,17 @@ func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, wai
 		}
 		fn := c.callee(call)
 		if fn == nil {
+			if c.sendsRequest(call) {
+				sends = append(sends, call)
+			}
 			return true
 		}
 		switch path, name := pkgPath(fn), fn.Name(); {
 		case path == "time" && (name == "Sleep" || name == "After" || name == "NewTimer" || name == "Tick"):
 			waits = true
-		case path == "net/http" && (name == "Do" || name == "Post" || name == "PostForm" || name == "Get" || name == "Head"):
+		case path == "net/http" && (name == "Do" || name == "Post" || name == "PostForm" || name == "Get" || name == "Head" || name == "RoundTrip"):
+			sends = append(sends, call)
+		case isResty(path) && isMethod(fn) && (name == "Post" || name == "Patch" || name == "Execute"):
 			sends = append(sends, call)
 		}
 		return true
@@ -555,16 +579,39 @@ func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, wai
 	return sends, waits
 }
 
+// sendsRequest reports whether call calls a function value that takes an
+// *http.Request and returns an *http.Response and an error, as a
+// client's Do does.
+func (c *checker) sendsRequest(call *ast.CallExpr) bool {
+	sig, ok := types.Unalias(c.pass.TypesInfo.TypeOf(call.Fun)).(*types.Signature)
+	if !ok || sig.Params().Len() != 1 || sig.Results().Len() != 2 {
+		return false
+	}
+	return isNamed(sig.Params().At(0).Type(), "net/http", "Request") &&
+		isNamed(sig.Results().At(0).Type(), "net/http", "Response") &&
+		types.Identical(sig.Results().At(1).Type(), types.Universe.Lookup("error").Type())
+}
+
+func isResty(path string) bool { return path == pathRestyV2 || path == pathRestyV3 }
+
 // sentMethod returns the method a send call uses: POST for Post and
-// PostForm, GET and HEAD for theirs, the request's for Do.
+// PostForm, PATCH for resty's Patch, GET and HEAD for theirs, the
+// constant of resty's Execute, the request's for Do, RoundTrip and a
+// function value.
 func (c *checker) sentMethod(body *ast.BlockStmt, call *ast.CallExpr) (string, bool) {
-	switch c.callee(call).Name() {
-	case "Post", "PostForm":
-		return "POST", true
-	case "Get":
-		return "GET", true
-	case "Head":
-		return "HEAD", true
+	if fn := c.callee(call); fn != nil {
+		switch fn.Name() {
+		case "Post", "PostForm":
+			return "POST", true
+		case "Patch":
+			return "PATCH", true
+		case "Get":
+			return "GET", true
+		case "Head":
+			return "HEAD", true
+		case "Execute":
+			return c.method(call, 0)
+		}
 	}
 	if len(call.Args) != 1 {
 		return "", false

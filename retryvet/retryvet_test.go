@@ -14,7 +14,9 @@ import (
 // The test packages build against the real libraries, at the versions
 // testdata/mod/go.mod states (go-retryablehttp v0.7.8, resty v2.17.2 and
 // resty.dev/v3 v3.0.0-rc.4, failsafe-go v0.9.8, stripe-go v82.5.1,
-// aws-sdk-go-v2 config v1.33.18, openai-go v3.98.0, anthropic-sdk-go v2.16.0), so a rule keyed on a
+// aws-sdk-go-v2 config v1.33.18, openai-go v3.98.0, anthropic-sdk-go v2.16.0,
+// cenkalti/backoff v4.3.0 and v5.0.3, avast/retry-go v4.7.0, sethvargo/go-retry
+// v0.5.0), so a rule keyed on a
 // method the library lacks does not compile, and one that fires only on a
 // stub cannot pass. analysistest loads them with GOPROXY=off: download
 // them first.
@@ -36,7 +38,8 @@ func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, testdata(t), retryvet.Analyzer,
 		"./sdk_plain_client", "./forward/...", "./unsafe_retries", "./unsafe_resty_v2", "./unsafe_standard_client", "./unsafe_checkretry", "./safe_retries", "./sdk_stacked",
 		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets",
-		"./safe_retrymax_zero", "./safe_ignored", "./safe_checkretry_method", "./safe_retry_helper")
+		"./safe_retrymax_zero", "./safe_ignored", "./safe_checkretry_method", "./safe_retry_helper",
+		"./unsafe_helpers", "./safe_helpers", "./helpers/...")
 }
 
 // With -show-ignored, a finding a directive silences is reported with

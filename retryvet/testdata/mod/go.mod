@@ -6,14 +6,18 @@ replace github.com/retryhttp/retryhttp => ../../..
 
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.16.0
+	github.com/avast/retry-go/v4 v4.7.0
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
+	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-resty/resty/v2 v2.17.2
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/sethvargo/go-retry v0.5.0
 	github.com/stripe/stripe-go/v82 v82.5.1
 	resty.dev/v3 v3.0.0-rc.4
 )

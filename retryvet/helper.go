@@ -1,0 +1,175 @@
+package retryvet
+
+import (
+	"fmt"
+	"go/ast"
+	"go/types"
+)
+
+// retriesFunc is the fact of a function that calls its function parameter
+// Param again and again: a retry helper written in the code under
+// analysis, such as
+//
+//	func withRetry(ctx context.Context, n int, op func() error) error
+//
+// whose loop calls op and waits between the calls, or that hands op to
+// another retry helper. A function literal passed to it as Param that
+// sends a POST or PATCH without an Idempotency-Key is reported.
+type retriesFunc struct {
+	Param int // the index of the function parameter it retries
+}
+
+// AFact marks retriesFunc as an analysis fact.
+func (*retriesFunc) AFact() {}
+
+func (f *retriesFunc) String() string { return fmt.Sprintf("retries its parameter %d", f.Param) }
+
+// retryLibraries are the retry libraries' helpers, each with the index of
+// the operation it calls until it succeeds or gives up.
+var retryLibraries = []struct {
+	path  string
+	names []string
+	param int
+}{
+	{"github.com/cenkalti/backoff/v4", []string{"Retry", "RetryNotify", "RetryNotifyWithTimer", "RetryWithData", "RetryNotifyWithData", "RetryNotifyWithTimerAndData"}, 0},
+	{"github.com/cenkalti/backoff/v5", []string{"Retry"}, 1},
+	{"github.com/avast/retry-go/v4", []string{"Do", "DoWithData"}, 0},
+	{"github.com/sethvargo/go-retry", []string{"Do", "DoValue"}, 2},
+}
+
+// retriedParam returns the index of the argument fn calls again and
+// again: a retry library's operation, or a retriesFunc fact's parameter.
+func (c *checker) retriedParam(fn *types.Func) (int, bool) {
+	if isMethod(fn) {
+		return 0, false
+	}
+	for _, l := range retryLibraries {
+		if pkgPath(fn) != l.path {
+			continue
+		}
+		for _, name := range l.names {
+			if fn.Name() == name {
+				return l.param, true
+			}
+		}
+		return 0, false
+	}
+	var f retriesFunc
+	if c.pass.ImportObjectFact(fn, &f) {
+		return f.Param, true
+	}
+	return 0, false
+}
+
+// retryHelpers finds the package's functions that call a function
+// parameter in a loop that waits, or pass it on to a retry helper, until
+// no more are found, and exports their facts.
+func (c *checker) retryHelpers(decls []*ast.FuncDecl) {
+	for changed := true; changed; {
+		changed = false
+		for _, fd := range decls {
+			fn, _ := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
+			if fn == nil || fd.Body == nil || c.pass.ImportObjectFact(fn, new(retriesFunc)) {
+				continue
+			}
+			if i, ok := c.retriedFuncParam(fd); ok {
+				c.pass.ExportObjectFact(fn, &retriesFunc{Param: i})
+				changed = true
+			}
+		}
+	}
+}
+
+// retriedFuncParam returns the index of fd's function parameter that fd
+// retries.
+func (c *checker) retriedFuncParam(fd *ast.FuncDecl) (int, bool) {
+	params := c.paramIndex(fd)
+	index, found := 0, false
+	param := func(e ast.Expr) bool {
+		id, ok := ast.Unparen(e).(*ast.Ident)
+		if !ok {
+			return false
+		}
+		if _, isFunc := types.Unalias(c.pass.TypesInfo.TypeOf(id)).Underlying().(*types.Signature); !isFunc {
+			return false
+		}
+		i, ok := params[c.pass.TypesInfo.ObjectOf(id)]
+		if ok {
+			index, found = i, true
+		}
+		return ok
+	}
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		if found {
+			return false
+		}
+		switch n := n.(type) {
+		case *ast.ForStmt, *ast.RangeStmt:
+			body := loopBody(n)
+			if _, waits := c.sendsAndWaits(body); !waits {
+				return true
+			}
+			ast.Inspect(body, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok && !found {
+					param(call.Fun)
+				}
+				return !found
+			})
+		case *ast.CallExpr:
+			if fn := c.callee(n); fn != nil {
+				if i, ok := c.retriedParam(fn); ok && len(n.Args) > i {
+					param(n.Args[i])
+				}
+			}
+		}
+		return !found
+	})
+	return index, found
+}
+
+func loopBody(n ast.Node) *ast.BlockStmt {
+	if f, ok := n.(*ast.ForStmt); ok {
+		return f.Body
+	}
+	return n.(*ast.RangeStmt).Body
+}
+
+// retriedClosure checks a call of a retry helper given a function
+// literal: each POST or PATCH the literal sends is repeated on every retry,
+// and a key it makes is made anew on every attempt.
+func (c *checker) retriedClosure(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
+	fn := c.callee(call)
+	if fn == nil {
+		return
+	}
+	i, ok := c.retriedParam(fn)
+	if !ok || len(call.Args) <= i {
+		return
+	}
+	lit, ok := ast.Unparen(call.Args[i]).(*ast.FuncLit)
+	if !ok {
+		return
+	}
+	helper := fn.Name()
+	if p := fn.Pkg(); p != nil && p != c.pass.Pkg {
+		helper = p.Name() + "." + helper
+	}
+	for _, s := range c.sends(lit.Body) {
+		if m, ok := c.sentMethod(body, s); ok && unsafeMethod(m) && !keyed {
+			c.report(s.Pos(), "%s retried by %s without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+				"fix: req.Header.Set(\"Idempotency-Key\", key) with a key made once, before %s", m, helper, helper)
+		}
+	}
+	for _, set := range c.keySets(lit.Body) {
+		if generated(c.pass.TypesInfo, set.Args[1], lit.Body) {
+			c.report(set.Pos(), "the Idempotency-Key is made anew on every attempt %s makes, so each retry is a new operation to the server; "+
+				"fix: make the key once, before %s", helper, helper)
+		}
+	}
+}
+
+// sends returns the HTTP sends in body, not counting function literals.
+func (c *checker) sends(body *ast.BlockStmt) []*ast.CallExpr {
+	s, _ := c.sendsAndWaits(body)
+	return s
+}
