@@ -1,0 +1,3 @@
+module gclapp
+
+go 1.25.0
