@@ -15,13 +15,22 @@
 //     resty, names no key header, and adds no retry condition that could
 //     refuse them), by resty v3 (SetRetryAllowNonIdempotent(true) with
 //     SetRetryCount), by failsafehttp (failsafehttp.NewRequest of such
-//     a request), by a hand-written loop that sends it and sleeps (its
-//     send a client's Do or Post, a RoundTripper's RoundTrip, a
-//     func(*http.Request) (*http.Response, error) value, or resty's Post,
-//     Patch or Execute), or by a retry helper given a function literal
-//     that sends it (cenkalti/backoff v4 and v5, avast/retry-go v4,
-//     sethvargo/go-retry, or a function of the code's own whose loop calls
-//     its function parameter and waits);
+//     a request), by a hand-written loop that sends it and waits (its
+//     send a client's Post, resty's Post, Patch or Execute, or any call
+//     that takes an *http.Request and returns an *http.Response and an
+//     error: a client's Do, a RoundTripper's RoundTrip, a function value,
+//     an SDK's own doRequest; its wait time.Sleep, time.After, a Timer, or
+//     a function of the package that waits), or by a retry helper given a
+//     function literal that sends it (cenkalti/backoff v4 and v5,
+//     avast/retry-go v4, sethvargo/go-retry, or a function of the code's
+//     own whose loop calls its function parameter and waits);
+//   - a request of whatever method it is given resent without an
+//     Idempotency-Key: a retry loop that sends a request whose method it
+//     does not know (a parameter, a field), or go-retryablehttp's
+//     FromRequest of such a request, in a package that never names the
+//     key header and where neither the loop's function nor the functions
+//     of the package it calls read the request's Method (an SDK's
+//     transport, which retries its POSTs as its GETs);
 //   - an Idempotency-Key generated inside the loop or the retried
 //     function literal that sends it, so that every attempt is a new
 //     operation;
@@ -111,7 +120,15 @@ func run(pass *analysis.Pass) (any, error) {
 	c := &checker{pass: pass, ignored: ignoreDirectives(pass)}
 	c.scanPackage(ins)
 	var decls []*ast.FuncDecl
-	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil)}, func(n ast.Node) { decls = append(decls, n.(*ast.FuncDecl)) })
+	c.decls = map[*types.Func]*ast.FuncDecl{}
+	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil)}, func(n ast.Node) {
+		fd := n.(*ast.FuncDecl)
+		decls = append(decls, fd)
+		if fn, ok := pass.TypesInfo.Defs[fd.Name].(*types.Func); ok {
+			c.decls[fn] = fd
+		}
+	})
+	c.waiters(decls)
 	c.forwarders(decls)
 	c.retryHelpers(decls)
 	ins.Preorder([]ast.Node{(*ast.CompositeLit)(nil)}, func(n ast.Node) { c.stripeConfig(n.(*ast.CompositeLit)) })
@@ -144,6 +161,9 @@ type checker struct {
 	restyUnsafeSend   bool // the package sends a POST or PATCH with resty v2
 	restyCondition    bool // the package adds a resty v2 retry condition that may read the method
 	keyNamedInPackage bool // the package names the Idempotency-Key header somewhere
+
+	waiting map[*types.Func]bool          // the package's functions that wait (see waits)
+	decls   map[*types.Func]*ast.FuncDecl // the package's functions, by object
 }
 
 // scanPackage records the package-wide facts the checks depend on.
@@ -464,9 +484,17 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 				"fix: set an Idempotency-Key header on each such request (one per operation), or drop %s(true)", fn.Name())
 		}
 	case path == pathRetryablehttp && fn.Name() == "FromRequest" && len(call.Args) == 1:
-		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed && !c.checkRetrySet && !c.retryMaxZero {
+		if keyed || c.checkRetrySet || c.retryMaxZero {
+			return
+		}
+		switch m, ok := c.requestMethod(body, call.Args[0]); {
+		case ok && unsafeMethod(m):
 			c.report(call.Pos(), "%s retried by go-retryablehttp (FromRequest) without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before FromRequest", m)
+		case !ok && !c.keyNamedInPackage && !c.checksMethod(body):
+			c.report(call.Pos(), "go-retryablehttp retries the request FromRequest wraps whatever its method, POST and PATCH too, without an Idempotency-Key: "+
+				"a retry after a lost response repeats its effect; fix: set an Idempotency-Key on requests with side effects (one per operation), "+
+				"or a CheckRetry that refuses non-idempotent methods")
 		}
 	case path == "net/http" && fn.Name() == "Do" && isMethod(fn) && len(call.Args) == 1 && c.standardClients != nil:
 		sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
@@ -526,11 +554,21 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 	if len(sends) == 0 || !waits {
 		return
 	}
+	var anyMethod *ast.CallExpr // the first send of a request whose method the loop does not know
 	for _, s := range sends {
-		if m, ok := c.sentMethod(body, s); ok && unsafeMethod(m) && !keyed {
+		m, ok := c.sentMethod(body, s)
+		switch {
+		case ok && unsafeMethod(m) && !keyed:
 			c.report(s.Pos(), "%s retried by this loop without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before the loop", m)
+		case !ok && anyMethod == nil:
+			anyMethod = s
 		}
+	}
+	if anyMethod != nil && !keyed && !c.keyNamedInPackage && !c.checksMethod(body) {
+		c.report(anyMethod.Pos(), "this loop resends a request of whatever method it is given, POST and PATCH too, without an Idempotency-Key: "+
+			"a retry after a lost response repeats its effect; fix: set an Idempotency-Key on requests with side effects (one per operation), "+
+			"or retry only idempotent methods (check req.Method)")
 	}
 	for _, set := range c.keySets(loopBody) {
 		if generated(c.pass.TypesInfo, set.Args[1], loopBody) {
@@ -546,10 +584,11 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 
 // sendsAndWaits returns the HTTP sends in a loop body, not counting
 // function literals, and whether it also waits (time.Sleep, time.After,
-// a Timer). A send is a call of net/http's Do, Post, PostForm, Get, Head
-// or a RoundTripper's RoundTrip, of a function value that sends a request
-// (a func(*http.Request) (*http.Response, error) field, variable or
-// parameter), or of resty's Post, Patch or Execute.
+// a Timer, or a function that waits). A send is a call of net/http's
+// Post, PostForm, Get or Head, of resty's Post, Patch or Execute, or of
+// any function, method or function value that takes an *http.Request and
+// returns an *http.Response and an error, as a client's Do and a
+// RoundTripper's RoundTrip do (an SDK's doSingleRequest too).
 func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, waits bool) {
 	ast.Inspect(body, func(n ast.Node) bool {
 		if _, ok := n.(*ast.FuncLit); ok {
@@ -559,17 +598,18 @@ func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, wai
 		if !ok {
 			return true
 		}
+		if c.sendsRequest(call) {
+			sends = append(sends, call)
+			return true
+		}
 		fn := c.callee(call)
 		if fn == nil {
-			if c.sendsRequest(call) {
-				sends = append(sends, call)
-			}
 			return true
 		}
 		switch path, name := pkgPath(fn), fn.Name(); {
-		case path == "time" && (name == "Sleep" || name == "After" || name == "NewTimer" || name == "Tick"):
+		case c.waits(fn):
 			waits = true
-		case path == "net/http" && (name == "Do" || name == "Post" || name == "PostForm" || name == "Get" || name == "Head" || name == "RoundTrip"):
+		case path == "net/http" && (name == "Post" || name == "PostForm" || name == "Get" || name == "Head"):
 			sends = append(sends, call)
 		case isResty(path) && isMethod(fn) && (name == "Post" || name == "Patch" || name == "Execute"):
 			sends = append(sends, call)
@@ -579,27 +619,34 @@ func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, wai
 	return sends, waits
 }
 
-// sendsRequest reports whether call calls a function value that takes an
-// *http.Request and returns an *http.Response and an error, as a
-// client's Do does.
+// sendsRequest reports whether call takes an *http.Request and returns
+// an *http.Response and an error.
 func (c *checker) sendsRequest(call *ast.CallExpr) bool {
 	sig, ok := types.Unalias(c.pass.TypesInfo.TypeOf(call.Fun)).(*types.Signature)
-	if !ok || sig.Params().Len() != 1 || sig.Results().Len() != 2 {
+	if !ok || sig.Results().Len() != 2 || requestArg(c.pass.TypesInfo, call) < 0 {
 		return false
 	}
-	return isNamed(sig.Params().At(0).Type(), "net/http", "Request") &&
-		isNamed(sig.Results().At(0).Type(), "net/http", "Response") &&
+	return isNamed(sig.Results().At(0).Type(), "net/http", "Response") &&
 		types.Identical(sig.Results().At(1).Type(), types.Universe.Lookup("error").Type())
+}
+
+// requestArg returns the index of call's *http.Request argument, or -1.
+func requestArg(info *types.Info, call *ast.CallExpr) int {
+	for i, a := range call.Args {
+		if t, ok := info.TypeOf(a).(*types.Pointer); ok && isNamed(t, "net/http", "Request") {
+			return i
+		}
+	}
+	return -1
 }
 
 func isResty(path string) bool { return path == pathRestyV2 || path == pathRestyV3 }
 
 // sentMethod returns the method a send call uses: POST for Post and
 // PostForm, PATCH for resty's Patch, GET and HEAD for theirs, the
-// constant of resty's Execute, the request's for Do, RoundTrip and a
-// function value.
+// constant of resty's Execute, the request's for a call given one.
 func (c *checker) sentMethod(body *ast.BlockStmt, call *ast.CallExpr) (string, bool) {
-	if fn := c.callee(call); fn != nil {
+	if fn := c.callee(call); fn != nil && (pkgPath(fn) == "net/http" || isResty(pkgPath(fn))) {
 		switch fn.Name() {
 		case "Post", "PostForm":
 			return "POST", true
@@ -613,10 +660,11 @@ func (c *checker) sentMethod(body *ast.BlockStmt, call *ast.CallExpr) (string, b
 			return c.method(call, 0)
 		}
 	}
-	if len(call.Args) != 1 {
+	i := requestArg(c.pass.TypesInfo, call)
+	if i < 0 {
 		return "", false
 	}
-	return c.requestMethod(body, call.Args[0])
+	return c.requestMethod(body, call.Args[i])
 }
 
 // requestMethod finds the method of the request expr names: a variable
@@ -991,4 +1039,27 @@ func (c *checker) report(pos token.Pos, format string, args ...any) {
 		}
 	}
 	c.pass.Reportf(pos, format, args...)
+}
+
+// checksMethod reports whether body, or a function of the package it
+// calls, reads a request's Method: a retry that may depend on the method
+// is given the benefit of the doubt.
+func (c *checker) checksMethod(body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			if n.Sel.Name == "Method" && isNamed(c.pass.TypesInfo.TypeOf(n.X), "net/http", "Request") {
+				found = true
+			}
+		case *ast.CallExpr:
+			if fn := c.callee(n); fn != nil && fn.Pkg() == c.pass.Pkg {
+				if fd := c.decls[fn]; fd != nil && fd.Body != body && fd.Body != nil && readsMethod(fd.Body) {
+					found = true
+				}
+			}
+		}
+		return !found
+	})
+	return found
 }

@@ -1,0 +1,48 @@
+package retryvet
+
+import (
+	"go/ast"
+	"go/types"
+)
+
+// waits reports whether a call of fn waits before it returns: time.Sleep,
+// time.After, time.NewTimer and time.Tick do, and so does a function of
+// the package that calls one of them or another such function (an SDK's
+// WaitForDelay(ctx, d)). A loop that sends and calls it waits between its
+// attempts, as one that sleeps does.
+func (c *checker) waits(fn *types.Func) bool {
+	if pkgPath(fn) == "time" {
+		switch fn.Name() {
+		case "Sleep", "After", "NewTimer", "Tick":
+			return true
+		}
+		return false
+	}
+	return c.waiting[fn]
+}
+
+// waiters finds the package's functions that wait, until no more are
+// found.
+func (c *checker) waiters(decls []*ast.FuncDecl) {
+	c.waiting = map[*types.Func]bool{}
+	for changed := true; changed; {
+		changed = false
+		for _, fd := range decls {
+			fn, _ := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
+			if fn == nil || fd.Body == nil || c.waiting[fn] {
+				continue
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				if _, ok := n.(*ast.FuncLit); ok || c.waiting[fn] {
+					return false
+				}
+				if call, ok := n.(*ast.CallExpr); ok {
+					if callee := c.callee(call); callee != nil && c.waits(callee) {
+						c.waiting[fn], changed = true, true
+					}
+				}
+				return !c.waiting[fn]
+			})
+		}
+	}
+}
