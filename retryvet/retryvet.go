@@ -27,10 +27,12 @@
 //   - a request of whatever method it is given resent without an
 //     Idempotency-Key: a retry loop that sends a request whose method it
 //     does not know (a parameter, a field), or go-retryablehttp's
-//     FromRequest of such a request, in a package that never names the
-//     key header and where neither the loop's function nor the functions
-//     of the package it calls read the request's Method (an SDK's
-//     transport, which retries its POSTs as its GETs);
+//     FromRequest of such a request, its NewRequest of a method known at
+//     run time (not a parameter: that is followed to the callers), or a
+//     StandardClient's Do of such a request, in a package that never
+//     names the key header and where neither the function nor the
+//     functions of the package it calls read the request's Method (an
+//     SDK's transport, which retries its POSTs as its GETs);
 //   - an Idempotency-Key generated inside the loop or the retried
 //     function literal that sends it, so that every attempt is a new
 //     operation;
@@ -458,9 +460,15 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 		if fn.Name() == "NewRequestWithContext" {
 			arg = 1
 		}
-		if m, ok := c.method(call, arg); ok && unsafeMethod(m) && !keyed && !c.checkRetrySet && !c.retryMaxZero {
+		if keyed || c.checkRetrySet || c.retryMaxZero || len(call.Args) <= arg {
+			return
+		}
+		switch m, ok := c.method(call, arg); {
+		case ok && unsafeMethod(m):
 			c.report(call.Pos(), "%s retried by go-retryablehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do, or exclude it in CheckRetry", m)
+		case !ok && !c.isParam(body, call.Args[arg]): // a parameter is followed to its callers (forward.go)
+			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request NewRequest makes")
 		}
 	case path == pathRetryablehttp && (fn.Name() == "Post" || fn.Name() == "PostForm") && isMethod(fn):
 		if !keyed && !c.checkRetrySet && !c.retryMaxZero {
@@ -491,19 +499,23 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 		case ok && unsafeMethod(m):
 			c.report(call.Pos(), "%s retried by go-retryablehttp (FromRequest) without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before FromRequest", m)
-		case !ok && !c.keyNamedInPackage && !c.checksMethod(body):
-			c.report(call.Pos(), "go-retryablehttp retries the request FromRequest wraps whatever its method, POST and PATCH too, without an Idempotency-Key: "+
-				"a retry after a lost response repeats its effect; fix: set an Idempotency-Key on requests with side effects (one per operation), "+
-				"or a CheckRetry that refuses non-idempotent methods")
+		case !ok:
+			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request FromRequest wraps")
 		}
 	case path == "net/http" && fn.Name() == "Do" && isMethod(fn) && len(call.Args) == 1 && c.standardClients != nil:
 		sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
 		if !ok || !c.standardClients[c.objectOf(sel.X)] {
 			return
 		}
-		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed && !c.checkRetrySet && !c.retryMaxZero {
+		if keyed || c.checkRetrySet || c.retryMaxZero {
+			return
+		}
+		switch m, ok := c.requestMethod(body, call.Args[0]); {
+		case ok && unsafeMethod(m):
 			c.report(call.Pos(), "%s retried by go-retryablehttp through StandardClient() without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do", m)
+		case !ok:
+			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request sent through StandardClient()")
 		}
 	case path == pathFailsafehttp && fn.Name() == "NewRequest" && len(call.Args) > 0:
 		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed {
@@ -565,10 +577,8 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 			anyMethod = s
 		}
 	}
-	if anyMethod != nil && !keyed && !c.keyNamedInPackage && !c.checksMethod(body) {
-		c.report(anyMethod.Pos(), "this loop resends a request of whatever method it is given, POST and PATCH too, without an Idempotency-Key: "+
-			"a retry after a lost response repeats its effect; fix: set an Idempotency-Key on requests with side effects (one per operation), "+
-			"or retry only idempotent methods (check req.Method)")
+	if anyMethod != nil && !keyed {
+		c.anyMethod(body, anyMethod.Pos(), "this loop resends a request")
 	}
 	for _, set := range c.keySets(loopBody) {
 		if generated(c.pass.TypesInfo, set.Args[1], loopBody) {
@@ -587,8 +597,9 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 // a Timer, or a function that waits). A send is a call of net/http's
 // Post, PostForm, Get or Head, of resty's Post, Patch or Execute, or of
 // any function, method or function value that takes an *http.Request and
-// returns an *http.Response and an error, as a client's Do and a
-// RoundTripper's RoundTrip do (an SDK's doSingleRequest too).
+// returns an *http.Response (or a struct that embeds one) and an error,
+// as a client's Do and a RoundTripper's RoundTrip do (an SDK's
+// doSingleRequest too).
 func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, waits bool) {
 	ast.Inspect(body, func(n ast.Node) bool {
 		if _, ok := n.(*ast.FuncLit); ok {
@@ -626,8 +637,30 @@ func (c *checker) sendsRequest(call *ast.CallExpr) bool {
 	if !ok || sig.Results().Len() != 2 || requestArg(c.pass.TypesInfo, call) < 0 {
 		return false
 	}
-	return isNamed(sig.Results().At(0).Type(), "net/http", "Response") &&
+	return isResponse(sig.Results().At(0).Type()) &&
 		types.Identical(sig.Results().At(1).Type(), types.Universe.Lookup("error").Type())
+}
+
+// isResponse reports whether t is an *http.Response, or a pointer to a
+// struct that embeds one (an SDK's own Response).
+func isResponse(t types.Type) bool {
+	if isNamed(t, "net/http", "Response") {
+		return true
+	}
+	p, ok := t.(*types.Pointer)
+	if !ok {
+		return false
+	}
+	st, ok := p.Elem().Underlying().(*types.Struct)
+	if !ok {
+		return false
+	}
+	for f := range st.Fields() {
+		if f.Embedded() && isNamed(f.Type(), "net/http", "Response") {
+			return true
+		}
+	}
+	return false
 }
 
 // requestArg returns the index of call's *http.Request argument, or -1.
@@ -1039,6 +1072,29 @@ func (c *checker) report(pos token.Pos, format string, args ...any) {
 		}
 	}
 	c.pass.Reportf(pos, format, args...)
+}
+
+// anyMethod reports a request resent whatever its method (what says by
+// whom), unless the package names the Idempotency-Key header somewhere
+// (it may key the requests where it builds them) or the function checks
+// the method.
+func (c *checker) anyMethod(body *ast.BlockStmt, pos token.Pos, what string) {
+	if c.keyNamedInPackage || c.checksMethod(body) {
+		return
+	}
+	c.report(pos, "%s whatever its method, POST and PATCH too, without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+		"fix: set an Idempotency-Key on requests with side effects (one per operation), or retry only idempotent methods (check req.Method)", what)
+}
+
+// isParam reports whether e names a parameter of the function whose body
+// is body.
+func (c *checker) isParam(body *ast.BlockStmt, e ast.Expr) bool {
+	id, ok := ast.Unparen(e).(*ast.Ident)
+	if !ok {
+		return false
+	}
+	v, ok := c.pass.TypesInfo.ObjectOf(id).(*types.Var)
+	return ok && v.Parent() != nil && v.Parent() != c.pass.Pkg.Scope() && v.Pos() < body.Pos()
 }
 
 // checksMethod reports whether body, or a function of the package it

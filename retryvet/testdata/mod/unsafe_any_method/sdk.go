@@ -38,7 +38,7 @@ func (c *client) execute(ctx context.Context, method, url string, body io.Reader
 	var err error
 	for attempt := 0; attempt <= c.maxRetries; attempt++ {
 		req, _ := http.NewRequestWithContext(ctx, method, url, body)
-		if resp, err = c.doSingle(req, true); err == nil && resp.StatusCode < 500 { // want `this loop resends a request of whatever method it is given`
+		if resp, err = c.doSingle(req, true); err == nil && resp.StatusCode < 500 { // want `this loop resends a request whatever its method`
 			return resp, nil
 		}
 		if err := waitFor(ctx, time.Duration(attempt)*time.Second); err != nil {
@@ -53,7 +53,7 @@ func perform(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
 	for i := 0; i < 3; i++ {
-		if resp, err = rt.RoundTrip(req); err == nil { // want `this loop resends a request of whatever method it is given`
+		if resp, err = rt.RoundTrip(req); err == nil { // want `this loop resends a request whatever its method`
 			return resp, nil
 		}
 		time.Sleep(time.Second)
@@ -68,4 +68,49 @@ func send(c *retryablehttp.Client, req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return c.Do(r)
+}
+
+// apiRequest is an SDK's request, whose method is known at run time.
+type apiRequest interface{ Method() string }
+
+// build makes a go-retryablehttp request of whatever method r has.
+func build(r apiRequest, url string) (*retryablehttp.Request, error) {
+	return retryablehttp.NewRequest(r.Method(), url, nil) // want `go-retryablehttp retries the request NewRequest makes whatever its method`
+}
+
+// api holds a go-retryablehttp client as a plain *http.Client.
+type api struct{ hc *http.Client }
+
+func newAPI() *api {
+	return &api{hc: retryablehttp.NewClient().StandardClient()}
+}
+
+func (a *api) do(req *http.Request) (*http.Response, error) {
+	return a.hc.Do(req) // want `go-retryablehttp retries the request sent through StandardClient\(\) whatever its method`
+}
+
+// response is an SDK's response, embedding the HTTP one.
+type response struct {
+	*http.Response
+	Meta map[string]string
+}
+
+type handler interface {
+	Do(req *http.Request, v any) (*response, error)
+}
+
+// retry resends the request through a handler whose result embeds the
+// response.
+func retry(h handler, req *http.Request, v any) (*response, error) {
+	for retries := 0; ; retries++ {
+		resp, err := h.Do(req.Clone(req.Context()), v) // want `this loop resends a request whatever its method`
+		if err == nil || retries >= 3 {
+			return resp, err
+		}
+		select {
+		case <-req.Context().Done():
+			return resp, err
+		case <-time.After(time.Duration(retries) * time.Second):
+		}
+	}
 }
