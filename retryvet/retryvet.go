@@ -362,7 +362,8 @@ func (c *checker) scanRestyCall(call *ast.CallExpr) {
 }
 
 // refusesUnsafe reports whether a CheckRetry may refuse to retry a POST:
-// one that reads the request's method, or never retries. Most retry
+// one that reads the request's method, never retries, or by default
+// retries only 429s (see retriesRefusalsAlone). Most retry
 // every method (go-retryablehttp's DefaultRetryPolicy and
 // ErrorPropagatedRetryPolicy do): those leave a POST as unsafe as before.
 // A variable (an option a caller may pass, as an SDK's WithCustomRetry
@@ -372,7 +373,7 @@ func (c *checker) scanRestyCall(call *ast.CallExpr) {
 func (c *checker) refusesUnsafe(e ast.Expr) bool {
 	switch e := ast.Unparen(e).(type) {
 	case *ast.FuncLit:
-		return readsMethod(e.Body) || neverRetries(c.pass.TypesInfo, e.Body)
+		return readsMethod(e.Body) || neverRetries(c.pass.TypesInfo, e.Body) || retriesRefusalsAlone(c.pass.TypesInfo, e.Body)
 	case *ast.Ident, *ast.SelectorExpr:
 		fn, ok := c.objectOf(e).(*types.Func)
 		switch {
@@ -386,7 +387,7 @@ func (c *checker) refusesUnsafe(e ast.Expr) bool {
 		for _, f := range c.pass.Files {
 			for _, d := range f.Decls {
 				if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil && c.pass.TypesInfo.Defs[fd.Name] == fn {
-					return readsMethod(fd.Body) || neverRetries(c.pass.TypesInfo, fd.Body)
+					return readsMethod(fd.Body) || neverRetries(c.pass.TypesInfo, fd.Body) || retriesRefusalsAlone(c.pass.TypesInfo, fd.Body)
 				}
 			}
 		}

@@ -39,7 +39,8 @@ func TestAnalyzer(t *testing.T) {
 		"./sdk_plain_client", "./forward/...", "./unsafe_retries", "./unsafe_resty_v2", "./unsafe_standard_client", "./unsafe_checkretry", "./safe_retries", "./sdk_stacked",
 		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets",
 		"./safe_retrymax_zero", "./safe_ignored", "./safe_checkretry_method", "./safe_retry_helper",
-		"./unsafe_helpers", "./safe_helpers", "./helpers/...", "./unsafe_any_method", "./safe_any_method", "./safe_any_method_keyed")
+		"./unsafe_helpers", "./safe_helpers", "./helpers/...", "./unsafe_any_method", "./safe_any_method", "./safe_any_method_keyed",
+		"./safe_checkretry_optin", "./unsafe_checkretry_5xx")
 }
 
 // With -show-ignored, a finding a directive silences is reported with
