@@ -35,7 +35,7 @@ type replayCache struct {
 
 type cached struct {
 	key  string
-	rec  Record // completed: Response set
+	rec  Record // completed: Response set, cached set; never changed once put (get hands it out)
 	size int64
 }
 
@@ -90,9 +90,7 @@ func (c *replayCache) get(key string, now time.Time) *Record {
 		return nil
 	}
 	c.order.MoveToFront(e)
-	rec := en.rec
-	rec.cached = true
-	return &rec
+	return &en.rec // immutable once put, as its record is until it expires
 }
 
 // put keeps rec, a completed record of key that expires at rec.Expires.
@@ -101,6 +99,7 @@ func (c *replayCache) put(key string, rec Record, now time.Time) {
 	if c == nil || rec.Response == nil || !now.Before(rec.Expires) {
 		return
 	}
+	rec.cached = true // it answers as the cache from now on
 	size := recordSize(key, &rec)
 	if size > c.maxBytes {
 		return

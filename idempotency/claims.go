@@ -121,8 +121,9 @@ func (c *claims) retryStore(ctx context.Context, op func(context.Context) error)
 	return err
 }
 
-// claim asks the store for key on owner's behalf until the key is owner's
-// (nil, nil) or a record answers the request: a completed one, one of
+// claim asks the store for key on behalf of a new owner, whose token it
+// returns, until the key is the owner's (a nil record) or a record answers
+// the request: a completed one, one of
 // another fingerprint, or one still in flight when waiting ends (at once
 // unless wait; otherwise after maxWait, or when ctx ends: the caller tells
 // these apart by ctx.Err()). Each Claim is bounded by StoreTimeout. An
@@ -133,12 +134,13 @@ func (c *claims) retryStore(ctx context.Context, op func(context.Context) error)
 //
 // sent is when the successful Claim was sent: the claim holds until at
 // least sent + lock, on this process's monotonic clock.
-func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, maxWait time.Duration, attrs ...slog.Attr) (rec *Record, sent time.Time, err error) {
+func (c *claims) claim(ctx context.Context, key, fp string, wait bool, maxWait time.Duration, attrs ...slog.Attr) (rec *Record, owner string, sent time.Time, err error) {
 	if c.cache != nil { // no clock read on the way to the store without one
 		if rec := c.cache.get(key, time.Now()); rec != nil {
-			return rec, time.Time{}, nil
+			return rec, "", time.Time{}, nil // a replay from memory needs no owner
 		}
 	}
+	owner = newOwner()
 	var until time.Time // set when the first wait begins
 	for pause := 25 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		sent = time.Now()
@@ -147,26 +149,26 @@ func (c *claims) claim(ctx context.Context, key, fp, owner string, wait bool, ma
 		cancel()
 		if err != nil {
 			go c.releaseLost(context.WithoutCancel(ctx), key, owner, attrs...)
-			return nil, sent, err
+			return nil, owner, sent, err
 		}
 		if c.cache != nil && rec != nil && rec.Response != nil && !rec.Expires.IsZero() {
 			c.cache.put(key, *rec, time.Now())
 		}
 		if rec == nil || rec.Fingerprint != fp || rec.Response != nil || !wait {
-			return rec, sent, nil
+			return rec, owner, sent, nil
 		}
 		now := time.Now()
 		if until.IsZero() {
 			until = now.Add(maxWait)
 		}
 		if now.Add(pause).After(until) {
-			return rec, sent, nil
+			return rec, owner, sent, nil
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return rec, sent, nil
+			return rec, owner, sent, nil
 		case <-t.C:
 		}
 	}

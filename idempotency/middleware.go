@@ -351,8 +351,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	x.op = opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
 	x.attrs = [...]slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path)}
-	owner := newOwner()
-	rec, sent, err := m.claim(r.Context(), x.op.ID, fp, owner, m.opts.WaitForResult, m.opts.MaxWait, x.attrs[:]...)
+	rec, owner, sent, err := m.claim(r.Context(), x.op.ID, fp, m.opts.WaitForResult, m.opts.MaxWait, x.attrs[:]...)
 	switch {
 	case err != nil:
 		m.result(r, ResultStoreError)

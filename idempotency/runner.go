@@ -123,8 +123,7 @@ func (r *Runner) Do(ctx context.Context, key string, fn func(ctx context.Context
 	}
 	scope := "job\x00" + r.opts.Kind
 	op := &opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
-	owner := newOwner()
-	rec, sent, err := r.claim(ctx, op.ID, jobFingerprint, owner, true, r.opts.MaxWait)
+	rec, owner, sent, err := r.claim(ctx, op.ID, jobFingerprint, true, r.opts.MaxWait)
 	switch {
 	case err != nil:
 		res = ResultStoreError
