@@ -469,7 +469,7 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 			c.report(call.Pos(), "%s retried by go-retryablehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do, or exclude it in CheckRetry", m)
 		case !ok && !c.isParam(body, call.Args[arg]): // a parameter is followed to its callers (forward.go)
-			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request NewRequest makes")
+			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request NewRequest makes", retryableRefusal)
 		}
 	case path == pathRetryablehttp && (fn.Name() == "Post" || fn.Name() == "PostForm") && isMethod(fn):
 		if !keyed && !c.checkRetrySet && !c.retryMaxZero {
@@ -501,7 +501,7 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 			c.report(call.Pos(), "%s retried by go-retryablehttp (FromRequest) without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before FromRequest", m)
 		case !ok:
-			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request FromRequest wraps")
+			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request FromRequest wraps", retryableRefusal)
 		}
 	case path == "net/http" && fn.Name() == "Do" && isMethod(fn) && len(call.Args) == 1 && c.standardClients != nil:
 		sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
@@ -516,7 +516,7 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 			c.report(call.Pos(), "%s retried by go-retryablehttp through StandardClient() without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do", m)
 		case !ok:
-			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request sent through StandardClient()")
+			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request sent through StandardClient()", retryableRefusal)
 		}
 	case path == pathFailsafehttp && fn.Name() == "NewRequest" && len(call.Args) > 0:
 		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed {
@@ -579,7 +579,7 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 		}
 	}
 	if anyMethod != nil && !keyed {
-		c.anyMethod(body, anyMethod.Pos(), "this loop resends a request")
+		c.anyMethod(body, anyMethod.Pos(), "this loop resends a request", "retry only idempotent methods (check req.Method)")
 	}
 	for _, set := range c.keySets(loopBody) {
 		if generated(c.pass.TypesInfo, set.Args[1], loopBody) {
@@ -1075,16 +1075,20 @@ func (c *checker) report(pos token.Pos, format string, args ...any) {
 	c.pass.Reportf(pos, format, args...)
 }
 
+// retryableRefusal is the other fix of a go-retryablehttp request of any
+// method.
+const retryableRefusal = "set a CheckRetry that refuses non-idempotent methods (it reads resp.Request.Method)"
+
 // anyMethod reports a request resent whatever its method (what says by
 // whom), unless the package names the Idempotency-Key header somewhere
 // (it may key the requests where it builds them) or the function checks
 // the method.
-func (c *checker) anyMethod(body *ast.BlockStmt, pos token.Pos, what string) {
+func (c *checker) anyMethod(body *ast.BlockStmt, pos token.Pos, what, refuse string) {
 	if c.keyNamedInPackage || c.checksMethod(body) {
 		return
 	}
 	c.report(pos, "%s whatever its method, POST and PATCH too, without an Idempotency-Key: a retry after a lost response repeats its effect; "+
-		"fix: set an Idempotency-Key on requests with side effects (one per operation), or retry only idempotent methods (check req.Method)", what)
+		"fix: set an Idempotency-Key on requests with side effects (one per operation), or %s", what, refuse)
 }
 
 // isParam reports whether e names a parameter of the function whose body
