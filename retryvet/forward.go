@@ -25,20 +25,30 @@ func (f *retriedMethod) String() string {
 
 // forwarders finds the package's functions that forward a method
 // parameter into a retried request, directly or through another such
-// function, until no more are found, and exports their facts.
+// function, and exports their facts.
 func (c *checker) forwarders(decls []*ast.FuncDecl) {
+	c.untilFixed(decls, func(fn *types.Func) bool { return c.pass.ImportObjectFact(fn, new(retriedMethod)) },
+		func(fd *ast.FuncDecl, fn *types.Func) bool {
+			if c.setsKey(fd.Body) {
+				return false // the builder keys its requests
+			}
+			i, ok := c.forwardedParam(fd)
+			if ok {
+				c.pass.ExportObjectFact(fn, &retriedMethod{Param: i, Via: fn.Name()})
+			}
+			return ok
+		})
+}
+
+// untilFixed asks find about each function of decls not yet found, round
+// after round while a round finds one: what a function does may follow
+// from what another it calls does.
+func (c *checker) untilFixed(decls []*ast.FuncDecl, found func(*types.Func) bool, find func(*ast.FuncDecl, *types.Func) bool) {
 	for changed := true; changed; {
 		changed = false
 		for _, fd := range decls {
 			fn, _ := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
-			if fn == nil || fd.Body == nil || c.pass.ImportObjectFact(fn, new(retriedMethod)) {
-				continue
-			}
-			if c.setsKey(fd.Body) {
-				continue // the builder keys its requests
-			}
-			if i, ok := c.forwardedParam(fd); ok {
-				c.pass.ExportObjectFact(fn, &retriedMethod{Param: i, Via: fn.Name()})
+			if fn != nil && fd.Body != nil && !found(fn) && find(fd, fn) {
 				changed = true
 			}
 		}

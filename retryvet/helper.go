@@ -62,22 +62,17 @@ func (c *checker) retriedParam(fn *types.Func) (int, bool) {
 }
 
 // retryHelpers finds the package's functions that call a function
-// parameter in a loop that waits, or pass it on to a retry helper, until
-// no more are found, and exports their facts.
+// parameter in a loop that waits, or pass it on to a retry helper, and
+// exports their facts.
 func (c *checker) retryHelpers(decls []*ast.FuncDecl) {
-	for changed := true; changed; {
-		changed = false
-		for _, fd := range decls {
-			fn, _ := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
-			if fn == nil || fd.Body == nil || c.pass.ImportObjectFact(fn, new(retriesFunc)) {
-				continue
-			}
-			if i, ok := c.retriedFuncParam(fd); ok {
+	c.untilFixed(decls, func(fn *types.Func) bool { return c.pass.ImportObjectFact(fn, new(retriesFunc)) },
+		func(fd *ast.FuncDecl, fn *types.Func) bool {
+			i, ok := c.retriedFuncParam(fd)
+			if ok {
 				c.pass.ExportObjectFact(fn, &retriesFunc{Param: i})
-				changed = true
 			}
-		}
-	}
+			return ok
+		})
 }
 
 // retriedFuncParam returns the index of fd's function parameter that fd

@@ -21,28 +21,21 @@ func (c *checker) waits(fn *types.Func) bool {
 	return c.waiting[fn]
 }
 
-// waiters finds the package's functions that wait, until no more are
-// found.
+// waiters finds the package's functions that wait.
 func (c *checker) waiters(decls []*ast.FuncDecl) {
 	c.waiting = map[*types.Func]bool{}
-	for changed := true; changed; {
-		changed = false
-		for _, fd := range decls {
-			fn, _ := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
-			if fn == nil || fd.Body == nil || c.waiting[fn] {
-				continue
+	c.untilFixed(decls, func(fn *types.Func) bool { return c.waiting[fn] }, func(fd *ast.FuncDecl, fn *types.Func) bool {
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			if _, ok := n.(*ast.FuncLit); ok || c.waiting[fn] {
+				return false
 			}
-			ast.Inspect(fd.Body, func(n ast.Node) bool {
-				if _, ok := n.(*ast.FuncLit); ok || c.waiting[fn] {
-					return false
+			if call, ok := n.(*ast.CallExpr); ok {
+				if callee := c.callee(call); callee != nil && c.waits(callee) {
+					c.waiting[fn] = true
 				}
-				if call, ok := n.(*ast.CallExpr); ok {
-					if callee := c.callee(call); callee != nil && c.waits(callee) {
-						c.waiting[fn], changed = true, true
-					}
-				}
-				return !c.waiting[fn]
-			})
-		}
-	}
+			}
+			return !c.waiting[fn]
+		})
+		return c.waiting[fn]
+	})
 }
