@@ -119,10 +119,8 @@ const (
 
 func run(pass *analysis.Pass) (any, error) {
 	ins := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
-	c := &checker{pass: pass, ignored: ignoreDirectives(pass)}
-	c.scanPackage(ins)
+	c := &checker{pass: pass, ignored: ignoreDirectives(pass), decls: map[*types.Func]*ast.FuncDecl{}}
 	var decls []*ast.FuncDecl
-	c.decls = map[*types.Func]*ast.FuncDecl{}
 	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil)}, func(n ast.Node) {
 		fd := n.(*ast.FuncDecl)
 		decls = append(decls, fd)
@@ -130,6 +128,7 @@ func run(pass *analysis.Pass) (any, error) {
 			c.decls[fn] = fd
 		}
 	})
+	c.scanPackage(ins)
 	c.waiters(decls)
 	c.forwarders(decls)
 	c.retryHelpers(decls)
@@ -384,12 +383,8 @@ func (c *checker) refusesUnsafe(e ast.Expr) bool {
 		case fn.Pkg() != c.pass.Pkg:
 			return true
 		}
-		for _, f := range c.pass.Files {
-			for _, d := range f.Decls {
-				if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil && c.pass.TypesInfo.Defs[fd.Name] == fn {
-					return readsMethod(fd.Body) || neverRetries(c.pass.TypesInfo, fd.Body) || retriesRefusalsAlone(c.pass.TypesInfo, fd.Body)
-				}
-			}
+		if fd := c.decls[fn]; fd != nil && fd.Body != nil {
+			return readsMethod(fd.Body) || neverRetries(c.pass.TypesInfo, fd.Body) || retriesRefusalsAlone(c.pass.TypesInfo, fd.Body)
 		}
 	}
 	return true
