@@ -454,17 +454,20 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 		if e.GiveUp != ReasonNone {
 			return t.finish(x, ending{resp, err, attempt, e.GiveUp})
 		}
-		if last, err = x.pause(resp, e.Wait); err != nil {
+		if last, err = x.pause(resp, lastRead); err != nil {
 			return t.finish(x, ending{nil, err, attempt, ReasonCanceled})
 		}
 	}
 }
 
-// pause waits before a retry. It keeps resp to return should the next
-// attempt not be sent (a brake refuses it, the body cannot be had again),
-// and otherwise drains it; a wait cut short by the context returns its
-// cause, the kept response closed.
-func (x *exchange) pause(resp *http.Response, wait time.Duration) (last *http.Response, err error) {
+// pause waits until due, when the retry is to be sent on mono's clock
+// (nextWait's reading plus the wait): the time the hooks took since is not
+// waited again, and a wait already over (a backoff of a nanosecond) is not
+// slept at all. It keeps resp to return should the next attempt not be
+// sent (a brake refuses it, the body cannot be had again), and otherwise
+// drains it; a wait cut short by the context returns its cause, the kept
+// response closed.
+func (x *exchange) pause(resp *http.Response, due time.Duration) (last *http.Response, err error) {
 	if resp != nil {
 		if x.gate.perHost() || x.prep.body.mayFail() {
 			last = keep(resp)
@@ -472,7 +475,7 @@ func (x *exchange) pause(resp *http.Response, wait time.Duration) (last *http.Re
 			discard(resp)
 		}
 	}
-	if err := sleep(x.ctx, wait); err != nil {
+	if err := sleep(x.ctx, due-mono()); err != nil {
 		if last != nil {
 			discard(last)
 		}

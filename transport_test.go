@@ -232,6 +232,26 @@ func TestRetryStatusesAndShouldRetry(t *testing.T) {
 	})
 }
 
+// A hook's time on a retry's event is part of the wait, not added to it:
+// the retry is sent BaseDelay after the failure, however long the hook
+// took (less than the wait).
+func TestWaitCountsTheHooksTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := script(status(503), status(200))
+		slowHook := HookFunc(func(ctx context.Context, e Event) {
+			if e.Kind == EventRetry {
+				time.Sleep(30 * time.Millisecond)
+			}
+		})
+		tr := &Transport{Base: base, Hooks: []Hook{slowHook},
+			Policy: Policy{MaxAttempts: 2, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond, Jitter: JitterNone}}
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, []time.Duration{100 * time.Millisecond}, base.gaps())
+	})
+}
+
 // TestWaits: behaviour 3, the waits a Transport actually makes, exactly, in
 // synctest time.
 func TestWaits(t *testing.T) {
