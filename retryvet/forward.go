@@ -146,3 +146,81 @@ func (c *checker) forwardedCall(call *ast.CallExpr, keyed bool) {
 			"fix: set an Idempotency-Key on the request (one per operation), in %s or before it sends", m, fn.Name(), f.Via)
 	}
 }
+
+// sendsThrough is the fact of a function that sends its request parameter
+// Request through its *http.Client parameter Client, directly or through
+// another such function (an SDK's DoRequestWithClient(ctx, client, req)):
+// a go-retryablehttp StandardClient() passed to it retries the request as
+// its own Do would, and the call is checked as that Do is.
+type sendsThrough struct {
+	Client, Request int // the indexes of the parameters
+}
+
+// AFact marks sendsThrough as an analysis fact.
+func (*sendsThrough) AFact() {}
+
+func (f *sendsThrough) String() string {
+	return fmt.Sprintf("sends its parameter %d through its client %d", f.Request, f.Client)
+}
+
+// senders finds the package's functions that send a request parameter
+// through a client parameter, and exports their facts.
+func (c *checker) senders(decls []*ast.FuncDecl) {
+	c.untilFixed(decls, func(fn *types.Func) bool { return c.pass.ImportObjectFact(fn, new(sendsThrough)) },
+		func(fd *ast.FuncDecl, fn *types.Func) bool {
+			params := c.paramIndex(fd)
+			param := func(e ast.Expr) (int, bool) {
+				id, ok := ast.Unparen(e).(*ast.Ident)
+				if !ok {
+					return 0, false
+				}
+				i, ok := params[c.pass.TypesInfo.ObjectOf(id)]
+				return i, ok
+			}
+			var f *sendsThrough
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				if _, ok := n.(*ast.FuncLit); ok || f != nil {
+					return false
+				}
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				client, req, ok := c.sentThrough(call)
+				if !ok {
+					return true
+				}
+				ci, okc := param(client)
+				ri, okr := param(req)
+				if okc && okr {
+					f = &sendsThrough{Client: ci, Request: ri}
+				}
+				return f == nil
+			})
+			if f != nil {
+				c.pass.ExportObjectFact(fn, f)
+			}
+			return f != nil
+		})
+}
+
+// sentThrough returns the client and the request of a call that sends a
+// request through a client: an *http.Client's Do, or a call of a function
+// with the sendsThrough fact.
+func (c *checker) sentThrough(call *ast.CallExpr) (client, req ast.Expr, ok bool) {
+	fn := c.callee(call)
+	if fn == nil {
+		return nil, nil, false
+	}
+	if pkgPath(fn) == "net/http" && fn.Name() == "Do" && isMethod(fn) && len(call.Args) == 1 {
+		if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok && isNamed(c.pass.TypesInfo.TypeOf(sel.X), "net/http", "Client") {
+			return sel.X, call.Args[0], true
+		}
+		return nil, nil, false
+	}
+	var f sendsThrough
+	if c.pass.ImportObjectFact(fn, &f) && len(call.Args) > max(f.Client, f.Request) {
+		return call.Args[f.Client], call.Args[f.Request], true
+	}
+	return nil, nil, false
+}

@@ -56,6 +56,11 @@
 // golangci-lint runs it as a module plugin: see package
 // [github.com/retryhttp/retryhttp/retryvet/golangci].
 //
+// A function that sends a request parameter through an *http.Client
+// parameter (an SDK's DoRequestWithClient(ctx, client, req)) is remembered
+// too, and a go-retryablehttp StandardClient() handed to it is checked as
+// its own Do would be.
+//
 // What it cannot see it does not report: a method chosen at run time, a
 // key set in another function, a Transport built in another package, a
 // request built in one function and sent through a StandardClient in
@@ -98,7 +103,7 @@ func newAnalyzer() *analysis.Analyzer {
 		URL:       "https://pkg.go.dev/github.com/retryhttp/retryhttp/retryvet",
 		Requires:  []*analysis.Analyzer{inspect.Analyzer},
 		Run:       run,
-		FactTypes: []analysis.Fact{new(retriedMethod), new(retriesFunc)},
+		FactTypes: []analysis.Fact{new(retriedMethod), new(retriesFunc), new(sendsThrough)},
 	}
 	a.Flags.BoolVar(&showIgnored, "show-ignored", false, "also report the findings a //retryvet:ignore directive silences, with its reason")
 	return a
@@ -132,6 +137,7 @@ func run(pass *analysis.Pass) (any, error) {
 	c.waiters(decls)
 	c.forwarders(decls)
 	c.retryHelpers(decls)
+	c.senders(decls)
 	ins.Preorder([]ast.Node{(*ast.CompositeLit)(nil)}, func(n ast.Node) { c.stripeConfig(n.(*ast.CompositeLit)) })
 	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)}, func(n ast.Node) {
 		var body *ast.BlockStmt
@@ -449,6 +455,7 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 	}
 	c.forwardedCall(call, keyed)
 	c.retriedClosure(body, call, keyed)
+	c.sentThroughCall(body, call, keyed)
 	path := pkgPath(fn)
 	switch {
 	case path == pathRetryablehttp && (fn.Name() == "NewRequest" || fn.Name() == "NewRequestWithContext"):
@@ -498,20 +505,9 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 		case !ok:
 			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request FromRequest wraps", retryableRefusal)
 		}
-	case path == "net/http" && fn.Name() == "Do" && isMethod(fn) && len(call.Args) == 1 && c.standardClients != nil:
-		sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
-		if !ok || !c.standardClients[c.objectOf(sel.X)] {
-			return
-		}
-		if keyed || c.checkRetrySet || c.retryMaxZero {
-			return
-		}
-		switch m, ok := c.requestMethod(body, call.Args[0]); {
-		case ok && unsafeMethod(m):
-			c.report(call.Pos(), "%s retried by go-retryablehttp through StandardClient() without an Idempotency-Key: a retry after a lost response repeats its effect; "+
-				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do", m)
-		case !ok:
-			c.anyMethod(body, call.Pos(), "go-retryablehttp retries the request sent through StandardClient()", retryableRefusal)
+	case path == "net/http" && fn.Name() == "Do" && isMethod(fn) && len(call.Args) == 1:
+		if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok && !keyed {
+			c.standardClientSend(body, call.Pos(), sel.X, call.Args[0], "")
 		}
 	case path == pathFailsafehttp && fn.Name() == "NewRequest" && len(call.Args) > 0:
 		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed {
@@ -1068,6 +1064,40 @@ func (c *checker) report(pos token.Pos, format string, args ...any) {
 		}
 	}
 	c.pass.Reportf(pos, format, args...)
+}
+
+// standardClientSend checks a request req sent through client, at pos:
+// directly (client.Do(req)), or by a function of the code's own that sends
+// through a client it is given (via names it; see sendsThrough). Only a
+// client that is a go-retryablehttp StandardClient() retries.
+func (c *checker) standardClientSend(body *ast.BlockStmt, pos token.Pos, client, req ast.Expr, via string) {
+	if !c.standardClients[c.objectOf(client)] || c.checkRetrySet || c.retryMaxZero {
+		return
+	}
+	what := "through StandardClient()"
+	if via != "" {
+		what += " (by " + via + ")"
+	}
+	switch m, ok := c.requestMethod(body, req); {
+	case ok && unsafeMethod(m):
+		c.report(pos, "%s retried by go-retryablehttp %s without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+			"fix: req.Header.Set(\"Idempotency-Key\", key) once, before Do", m, what)
+	case !ok:
+		c.anyMethod(body, pos, "go-retryablehttp retries the request sent "+what, retryableRefusal)
+	}
+}
+
+// sentThroughCall checks a call of a function that sends a request
+// through the client it is given (the sendsThrough fact), as the client's
+// own Do is checked.
+func (c *checker) sentThroughCall(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
+	fn := c.callee(call)
+	if fn == nil || keyed || pkgPath(fn) == "net/http" {
+		return
+	}
+	if client, req, ok := c.sentThrough(call); ok {
+		c.standardClientSend(body, call.Pos(), client, req, fn.Name())
+	}
 }
 
 // retryableRefusal is the other fix of a go-retryablehttp request of any

@@ -13,7 +13,7 @@ func idempotent(req *http.Request) bool {
 	return req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodPut
 }
 
-func perform(c *http.Client, req *http.Request) (*http.Response, error) {
+func perform(c *http.Client, req *http.Request) (*http.Response, error) { // want perform:"sends its parameter 1 through its client 0"
 	var resp *http.Response
 	var err error
 	for i := 0; i < 3; i++ {

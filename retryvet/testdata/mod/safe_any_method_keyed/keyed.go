@@ -17,7 +17,7 @@ func newRequest(method, url string) (*http.Request, error) {
 	return req, err
 }
 
-func perform(c *http.Client, req *http.Request) (*http.Response, error) {
+func perform(c *http.Client, req *http.Request) (*http.Response, error) { // want perform:"sends its parameter 1 through its client 0"
 	var resp *http.Response
 	var err error
 	for i := 0; i < 3; i++ {

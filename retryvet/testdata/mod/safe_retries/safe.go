@@ -96,7 +96,7 @@ func restyWhenKeyed(r *http.Request, retries int) {
 }
 
 // An endless loop bounded by the request's own context.
-func untilRequestDone(c *http.Client, req *http.Request) {
+func untilRequestDone(c *http.Client, req *http.Request) { // want untilRequestDone:"sends its parameter 1 through its client 0"
 	for {
 		if resp, err := c.Do(req); err == nil {
 			resp.Body.Close()

@@ -114,3 +114,31 @@ func retry(h handler, req *http.Request, v any) (*response, error) {
 		}
 	}
 }
+
+// sdk keeps a go-retryablehttp StandardClient() in a field, and sends
+// through a helper that is given the client, as godo does.
+type sdk struct{ HTTPClient *http.Client }
+
+func newSDK() *sdk {
+	return &sdk{HTTPClient: retryablehttp.NewClient().StandardClient()}
+}
+
+// DoRequestWithClient sends req through client.
+func DoRequestWithClient(ctx context.Context, client *http.Client, req *http.Request) (*http.Response, error) { // want DoRequestWithClient:"sends its parameter 2 through its client 1"
+	req = req.WithContext(ctx)
+	return client.Do(req)
+}
+
+func (s *sdk) do(ctx context.Context, req *http.Request) (*http.Response, error) {
+	return DoRequestWithClient(ctx, s.HTTPClient, req) // want `go-retryablehttp retries the request sent through StandardClient\(\) \(by DoRequestWithClient\) whatever its method`
+}
+
+func (s *sdk) createDroplet(ctx context.Context) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.example.com/droplets", nil)
+	return DoRequestWithClient(ctx, s.HTTPClient, req) // want `POST retried by go-retryablehttp through StandardClient\(\) \(by DoRequestWithClient\) without an Idempotency-Key`
+}
+
+// plain sends through a client that does not retry: nothing to report.
+func plain(ctx context.Context, req *http.Request) (*http.Response, error) {
+	return DoRequestWithClient(ctx, http.DefaultClient, req)
+}
