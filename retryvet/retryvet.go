@@ -61,11 +61,10 @@
 // too, and a go-retryablehttp StandardClient() handed to it is checked as
 // its own Do would be.
 //
-// What it cannot see it does not report: a method chosen at run time, a
-// key set in another function, a Transport built in another package, a
-// request built in one function and sent through a StandardClient in
-// another, an operation handed to a retry helper by name rather than as a
-// function literal.
+// What it cannot see it does not report: a key set in another function,
+// a Transport built in another package, an operation handed to a retry
+// helper by name rather than as a function literal. A method chosen at run
+// time is reported only as a request of any method, as above.
 //
 // A call that the protocol makes safe to repeat, which no rule can know (a
 // POST that writes at an offset, say), is marked with a directive on its
