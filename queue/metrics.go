@@ -4,8 +4,9 @@
 // one set of rules (use those modules' NewMetrics; this package is the
 // series they register); the failures every consumer treats alike:
 // Permanent, for a handler to end a message that no redelivery can fix,
-// and PanicError, what a handler's panic becomes; and Backoff and Sleep,
-// how a failure is waited out.
+// and PanicError, what a handler's panic becomes; Backoff and Sleep, how
+// a failure is waited out; and Hook and HookFunc, the shape of their
+// hooks (each names its own, for its own Event).
 //
 //	queue_messages_total{broker,consumer,outcome}  deliveries by outcome
 //	queue_redeliveries_total{broker,consumer}      deliveries that were not a message's first

@@ -1,22 +1,18 @@
 package kafka
 
 import (
-	"context"
 	"strconv"
+
+	"github.com/retryhttp/retryhttp/queue"
 )
 
 // Hook observes a Consumer, in the shape of retryhttp.Hook's OnEvent: an
 // event for each attempt's outcome. OnEvent runs on the partition's
 // goroutine and must not block.
-type Hook interface {
-	OnEvent(ctx context.Context, e Event)
-}
+type Hook = queue.Hook[Event]
 
 // HookFunc is a function that is a Hook.
-type HookFunc func(ctx context.Context, e Event)
-
-// OnEvent calls f.
-func (f HookFunc) OnEvent(ctx context.Context, e Event) { f(ctx, e) }
+type HookFunc = queue.HookFunc[Event]
 
 // EventKind says what an Event reports.
 type EventKind uint8
