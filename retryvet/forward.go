@@ -58,7 +58,7 @@ func (c *checker) untilFixed(decls []*ast.FuncDecl, found func(*types.Func) bool
 // forwardedParam returns the index of fd's parameter that reaches a
 // retried request as its method.
 func (c *checker) forwardedParam(fd *ast.FuncDecl) (int, bool) {
-	params := c.paramIndex(fd)
+	params := c.paramsOf(fd)
 	found, index := false, 0
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		if _, ok := n.(*ast.FuncLit); ok || found {
@@ -68,16 +68,8 @@ func (c *checker) forwardedParam(fd *ast.FuncDecl) (int, bool) {
 		if !ok {
 			return true
 		}
-		arg, ok := c.methodArg(call)
-		if !ok {
-			return true
-		}
-		id, ok := ast.Unparen(arg).(*ast.Ident)
-		if !ok {
-			return true
-		}
-		if i, ok := params[c.pass.TypesInfo.ObjectOf(id)]; ok {
-			found, index = true, i
+		if arg, ok := c.methodArg(call); ok {
+			index, found = params.of(arg)
 		}
 		return !found
 	})
@@ -113,9 +105,15 @@ func (c *checker) methodArg(call *ast.CallExpr) (ast.Expr, bool) {
 	return nil, false
 }
 
-// paramIndex maps fd's parameters to their positions.
-func (c *checker) paramIndex(fd *ast.FuncDecl) map[types.Object]int {
-	out := map[types.Object]int{}
+// params are a function's parameters, by object, with their positions.
+type params struct {
+	info  *types.Info
+	index map[types.Object]int
+}
+
+// paramsOf returns fd's parameters.
+func (c *checker) paramsOf(fd *ast.FuncDecl) params {
+	p := params{info: c.pass.TypesInfo, index: map[types.Object]int{}}
 	i := 0
 	for _, field := range fd.Type.Params.List {
 		if len(field.Names) == 0 {
@@ -123,11 +121,21 @@ func (c *checker) paramIndex(fd *ast.FuncDecl) map[types.Object]int {
 			continue
 		}
 		for _, name := range field.Names {
-			out[c.pass.TypesInfo.ObjectOf(name)] = i
+			p.index[c.pass.TypesInfo.ObjectOf(name)] = i
 			i++
 		}
 	}
-	return out
+	return p
+}
+
+// of returns the position of the parameter e names, if it names one.
+func (p params) of(e ast.Expr) (int, bool) {
+	id, ok := ast.Unparen(e).(*ast.Ident)
+	if !ok {
+		return 0, false
+	}
+	i, ok := p.index[p.info.ObjectOf(id)]
+	return i, ok
 }
 
 // forwardedCall reports a call that passes POST or PATCH to a forwarding
@@ -168,15 +176,7 @@ func (f *sendsThrough) String() string {
 func (c *checker) senders(decls []*ast.FuncDecl) {
 	c.untilFixed(decls, func(fn *types.Func) bool { return c.pass.ImportObjectFact(fn, new(sendsThrough)) },
 		func(fd *ast.FuncDecl, fn *types.Func) bool {
-			params := c.paramIndex(fd)
-			param := func(e ast.Expr) (int, bool) {
-				id, ok := ast.Unparen(e).(*ast.Ident)
-				if !ok {
-					return 0, false
-				}
-				i, ok := params[c.pass.TypesInfo.ObjectOf(id)]
-				return i, ok
-			}
+			params := c.paramsOf(fd)
 			var f *sendsThrough
 			ast.Inspect(fd.Body, func(n ast.Node) bool {
 				if _, ok := n.(*ast.FuncLit); ok || f != nil {
@@ -190,8 +190,8 @@ func (c *checker) senders(decls []*ast.FuncDecl) {
 				if !ok {
 					return true
 				}
-				ci, okc := param(client)
-				ri, okr := param(req)
+				ci, okc := params.of(client)
+				ri, okr := params.of(req)
 				if okc && okr {
 					f = &sendsThrough{Client: ci, Request: ri}
 				}

@@ -78,21 +78,12 @@ func (c *checker) retryHelpers(decls []*ast.FuncDecl) {
 // retriedFuncParam returns the index of fd's function parameter that fd
 // retries.
 func (c *checker) retriedFuncParam(fd *ast.FuncDecl) (int, bool) {
-	params := c.paramIndex(fd)
+	params := c.paramsOf(fd)
 	index, found := 0, false
-	param := func(e ast.Expr) bool {
-		id, ok := ast.Unparen(e).(*ast.Ident)
-		if !ok {
-			return false
+	param := func(e ast.Expr) { // a parameter of function type
+		if _, isFunc := types.Unalias(c.pass.TypesInfo.TypeOf(e)).Underlying().(*types.Signature); isFunc {
+			index, found = params.of(e)
 		}
-		if _, isFunc := types.Unalias(c.pass.TypesInfo.TypeOf(id)).Underlying().(*types.Signature); !isFunc {
-			return false
-		}
-		i, ok := params[c.pass.TypesInfo.ObjectOf(id)]
-		if ok {
-			index, found = i, true
-		}
-		return ok
 	}
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		if found {

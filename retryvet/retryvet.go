@@ -1132,17 +1132,35 @@ func (c *checker) isParam(body *ast.BlockStmt, e ast.Expr) bool {
 func (c *checker) checksMethod(body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
+		if found {
+			return false
+		}
 		switch n := n.(type) {
 		case *ast.SelectorExpr:
-			if n.Sel.Name == "Method" && isNamed(c.pass.TypesInfo.TypeOf(n.X), "net/http", "Request") {
-				found = true
-			}
+			found = c.isRequestMethod(n)
 		case *ast.CallExpr:
 			if fn := c.callee(n); fn != nil && fn.Pkg() == c.pass.Pkg {
-				if fd := c.decls[fn]; fd != nil && fd.Body != body && fd.Body != nil && readsMethod(fd.Body) {
-					found = true
+				if fd := c.decls[fn]; fd != nil && fd.Body != nil && fd.Body != body {
+					found = c.readsRequestMethod(fd.Body)
 				}
 			}
+		}
+		return !found
+	})
+	return found
+}
+
+// isRequestMethod reports whether sel is an *http.Request's Method.
+func (c *checker) isRequestMethod(sel *ast.SelectorExpr) bool {
+	return sel.Sel.Name == "Method" && isNamed(c.pass.TypesInfo.TypeOf(sel.X), "net/http", "Request")
+}
+
+// readsRequestMethod reports whether n reads an *http.Request's Method.
+func (c *checker) readsRequestMethod(n ast.Node) bool {
+	found := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok && c.isRequestMethod(sel) {
+			found = true
 		}
 		return !found
 	})

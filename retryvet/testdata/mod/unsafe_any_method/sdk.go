@@ -142,3 +142,22 @@ func (s *sdk) createDroplet(ctx context.Context) (*http.Response, error) {
 func plain(ctx context.Context, req *http.Request) (*http.Response, error) {
 	return DoRequestWithClient(ctx, http.DefaultClient, req)
 }
+
+// describe reads the SDK request's Method, not the HTTP request's: it
+// checks nothing about what is resent.
+func describe(r apiRequest) string { return r.Method() }
+
+// performAPI resends whatever request it is given; the only Method it reads
+// is the SDK's, to log it.
+func performAPI(rt http.RoundTripper, r apiRequest, req *http.Request) (*http.Response, error) {
+	var resp *http.Response
+	var err error
+	for i := 0; i < 3; i++ {
+		_ = describe(r)
+		if resp, err = rt.RoundTrip(req); err == nil { // want `this loop resends a request whatever its method`
+			return resp, nil
+		}
+		time.Sleep(time.Second)
+	}
+	return resp, err
+}
