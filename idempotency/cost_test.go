@@ -62,7 +62,8 @@ func BenchmarkMiddlewareOwnCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	u, _ := url.Parse("http://api.test/v1/charges")
-	fp, _ := m.fingerprint(&http.Request{Method: "POST", URL: u, Header: http.Header{"Content-Type": {"application/json"}}}, body)
+	sum, _ := m.fingerprint(&http.Request{Method: "POST", URL: u, Header: http.Header{"Content-Type": {"application/json"}}}, body)
+	fp := hexSum(sum)
 	replays, err := New(Options{Store: replayStore{rec: &Record{Fingerprint: fp, Response: &Response{
 		Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"ch_1"}`)}}}})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // the body, JSON canonicalised (see canonicalJSON) so that a client that
 // re-serialises the same object still matches; Options.Fingerprint
 // replaces it.
-func (m *Middleware) fingerprint(r *http.Request, body []byte) (string, error) {
+func (m *Middleware) fingerprint(r *http.Request, body []byte) ([sha256.Size]byte, error) {
 	buf := fpPool.Get().(*[]byte)
 	defer fpPool.Put(buf)
 	b := append((*buf)[:0], r.Method...)
@@ -25,14 +25,14 @@ func (m *Middleware) fingerprint(r *http.Request, body []byte) (string, error) {
 	if m.opts.Fingerprint != nil {
 		p, err := m.opts.Fingerprint(r, body)
 		if err != nil {
-			return "", err
+			return [sha256.Size]byte{}, err
 		}
 		b = append(b, p...)
 	} else {
 		b = appendPayload(b, r, body)
 	}
 	*buf = b
-	return hexSum(sha256.Sum256(b)), nil
+	return sha256.Sum256(b), nil
 }
 
 var fpPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

@@ -15,11 +15,11 @@ import (
 func fp(method, target, contentType, body string) string {
 	r := httptest.NewRequest(method, target, strings.NewReader(body))
 	r.Header.Set("Content-Type", contentType)
-	s, err := (&Middleware{}).fingerprint(r, []byte(body))
+	sum, err := (&Middleware{}).fingerprint(r, []byte(body))
 	if err != nil {
 		panic(err)
 	}
-	return s
+	return hexSum(sum)
 }
 
 func TestFingerprint(t *testing.T) {

@@ -72,7 +72,12 @@ func ParseKey(v string) (string, error) {
 // never share a key space. Requests without the header share one anonymous
 // scope.
 func AuthorizationScope(r *http.Request) (string, error) {
-	return hexSum(sha256.Sum256([]byte(r.Header.Get("Authorization")))), nil
+	return hexSum(authorizationSum(r)), nil
+}
+
+// authorizationSum is the digest AuthorizationScope writes in hex.
+func authorizationSum(r *http.Request) [sha256.Size]byte {
+	return sha256.Sum256([]byte(r.Header.Get("Authorization")))
 }
 
 // StoreKey is the identity under which the middleware stores the key of a
@@ -82,19 +87,53 @@ func AuthorizationScope(r *http.Request) (string, error) {
 // caller's record by hand; a handler gets its request's from
 // KeyFromContext.
 func StoreKey(scope, key string) string {
-	var buf [64 + 1 + MaxKeyLength]byte // a default scope and the longest key fit
+	return hexSum(storeKeySum(scope, key))
+}
+
+// storeKeySum is the digest StoreKey writes in hex, of a scope held as a
+// string or as the bytes of one.
+func storeKeySum[S string | []byte](scope S, key string) [sha256.Size]byte {
+	var buf [hexLen + 1 + MaxKeyLength]byte // a default scope and the longest key fit
 	b := append(buf[:0], scope...)
 	b = append(b, 0)
 	b = append(b, key...)
-	return hexSum(sha256.Sum256(b))
+	return sha256.Sum256(b)
 }
+
+// hexLen is the length of a digest in hex.
+const hexLen = 2 * sha256.Size
 
 // hexSum is a digest in lower-case hex, the form every identity the
 // middleware stores takes, in one allocation.
 func hexSum(sum [sha256.Size]byte) string {
-	var b [2 * sha256.Size]byte
+	var b [hexLen]byte
 	hex.Encode(b[:], sum[:])
 	return string(b[:])
+}
+
+// requestIDs returns a keyed request's scope, store key and fingerprint in
+// hex, cut from one string: a request pays one allocation for the three.
+// scope is what Options.Scope returned, or, when auth is not nil, the
+// default scope of that Authorization digest; fpSum is the fingerprint's
+// digest. The three share one array, so whoever keeps one (a memory
+// store's record, the replay cache) keeps all three: 192 bytes.
+func requestIDs(scope string, auth *[sha256.Size]byte, key string, fpSum *[sha256.Size]byte) (scopeID, storeKey, fp string) {
+	var buf [3 * hexLen]byte
+	b := buf[:0]
+	var sum [sha256.Size]byte
+	if auth != nil {
+		b = hex.AppendEncode(b, auth[:])
+		sum = storeKeySum(b, key)
+	} else {
+		sum = storeKeySum(scope, key)
+	}
+	b = hex.AppendEncode(b, sum[:])
+	b = hex.AppendEncode(b, fpSum[:])
+	s := string(b)
+	if auth != nil {
+		return s[:hexLen], s[hexLen : 2*hexLen], s[2*hexLen:]
+	}
+	return scope, s[:hexLen], s[hexLen:]
 }
 
 // requestKey reads the request's key from Idempotency-Key or

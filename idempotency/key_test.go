@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"crypto/sha256"
 	"net/http"
 	"strings"
 	"testing"
@@ -96,4 +97,27 @@ func FuzzParseKey(f *testing.F) {
 			t.Fatalf("%q: bare token became %q", v, k)
 		}
 	})
+}
+
+// The identities cut from one string are the ones StoreKey,
+// AuthorizationScope and the fingerprint give one by one, with the default
+// scope and with a scope of the caller's: a stored key keeps its name.
+func TestRequestIDsMatchTheirParts(t *testing.T) {
+	r, _ := http.NewRequest("POST", "http://api.test/v1/charges", nil)
+	r.Header.Set("Authorization", "Bearer sk_test_123")
+	key := strings.Repeat("k", MaxKeyLength)
+	fpSum := sha256.Sum256([]byte("POST\x00/v1/charges\x00{}"))
+
+	auth := authorizationSum(r)
+	scope, id, fp := requestIDs("", &auth, key, &fpSum)
+	wantScope, _ := AuthorizationScope(r)
+	assert.Equal(t, wantScope, scope)
+	assert.Equal(t, StoreKey(wantScope, key), id)
+	assert.Equal(t, hexSum(fpSum), fp)
+
+	scope, id, fp = requestIDs("tenant-7", nil, "q-1", &fpSum)
+	assert.Equal(t, "tenant-7", scope)
+	assert.Equal(t, StoreKey("tenant-7", "q-1"), id)
+	assert.Equal(t, hexSum(fpSum), fp)
+	assert.NotEqual(t, StoreKey(wantScope, "q-1"), id, "the scope is in the key")
 }

@@ -77,6 +77,7 @@ package idempotency
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -179,8 +180,9 @@ type Options struct {
 // Middleware applies Options to handlers. It is safe for concurrent use.
 type Middleware struct {
 	claims
-	opts Options
-	tx   TxStore
+	opts      Options
+	tx        TxStore
+	authScope bool // Scope is the default, AuthorizationScope, computed in place
 }
 
 // Defaults of Options.
@@ -208,7 +210,8 @@ func New(opts Options) (*Middleware, error) {
 	if opts.Methods == nil {
 		opts.Methods = wire.KeyedMethods[:]
 	}
-	if opts.Scope == nil {
+	authScope := opts.Scope == nil
+	if authScope {
 		opts.Scope = AuthorizationScope
 	}
 	if opts.MaxRequestBytes == 0 {
@@ -228,7 +231,7 @@ func New(opts Options) (*Middleware, error) {
 		return nil, err
 	}
 	m := &Middleware{opts: opts, claims: newClaims(opts.Store, opts.LockTimeout, opts.StoreTimeout, opts.Logger, opts.Hooks)}
-	m.cache = cache
+	m.cache, m.authScope = cache, authScope
 	if opts.Transactional {
 		tx, ok := opts.Store.(TxStore)
 		if !ok {
@@ -316,8 +319,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	// Identity before the key's presence: an unauthenticated caller learns
 	// that first.
-	scope, err := m.opts.Scope(r)
-	if err != nil {
+	var scope string
+	var auth *[sha256.Size]byte // the default scope's digest, written out with the other identities
+	if m.authScope {
+		sum := authorizationSum(r)
+		auth = &sum
+	} else if scope, err = m.opts.Scope(r); err != nil {
 		m.result(r, ResultUnauthorized)
 		m.log(r.Context(), slog.LevelWarn, "idempotency: no caller scope", err, reqAttrs(r)...)
 		problem(w, http.StatusUnauthorized, "no caller identity", "the idempotency scope could not be determined")
@@ -343,13 +350,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	x := &exchange{}
 	x.body.Reset(body)
 	r.Body = &x.body // a Fingerprint hook may read it too
-	fp, err := m.fingerprint(r, body)
+	fpSum, err := m.fingerprint(r, body)
 	if err != nil {
 		m.result(r, ResultInvalidKey)
 		problem(w, http.StatusBadRequest, "unreadable request", err.Error())
 		return
 	}
-	x.op = opkey.Op{ID: StoreKey(scope, key), Key: key, Scope: scope}
+	scope, id, fp := requestIDs(scope, auth, key, &fpSum)
+	x.op = opkey.Op{ID: id, Key: key, Scope: scope}
 	x.attrs = [...]slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path)}
 	rec, owner, sent, err := m.claim(r.Context(), x.op.ID, fp, m.opts.WaitForResult, m.opts.MaxWait, x.attrs[:]...)
 	switch {
