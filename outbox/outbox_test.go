@@ -209,8 +209,10 @@ func testBackoffAndDeadLetter(t *testing.T, o *outbox.Outbox, p outbox.Querier) 
 	events := &eventLog{}
 	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, Hooks: []outbox.Hook{m, events.hook()}, PollInterval: 5 * time.Millisecond,
 		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 30 * time.Millisecond, Max: 30 * time.Millisecond, Jitter: retryhttp.JitterNone}})
-	outboxtest.Eventually(t, "both dead", func() bool {
-		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead
+	// The relay tells its hooks once the outcome is written: wait for both,
+	// the metrics hook being told before the event log.
+	outboxtest.Eventually(t, "both dead and told", func() bool {
+		return state(t, o, idDown).Status == outbox.Dead && state(t, o, idBad).Status == outbox.Dead && len(events.list()) >= 4
 	})
 	if s := state(t, o, idDown); s.Deliveries != 3 || s.LastStatus != 503 || down.count() != 3 {
 		t.Fatalf("the 503 message: %+v after %d requests; want dead after 3", s, down.count())
