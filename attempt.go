@@ -46,11 +46,11 @@ func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
 // (see AttemptFromContext), and in the attempt header if set. With
 // BeforeAttempt the copy has a header of its own, for it to change.
 func (p *preparer) request(n int) (*http.Request, error) {
-	req, header, body := p.req, p.header, p.body
 	ownHeader := p.before != nil
-	if n == 1 && body.buf == nil && body.head == nil && !p.rewritten && p.attemptHeader == "" && !ownHeader {
-		return req, nil
+	if n == 1 && p.body.buf == nil && p.body.head == nil && !p.rewritten && p.attemptHeader == "" && !ownHeader {
+		return p.req, nil
 	}
+	req, header, body := p.req, p.header, &p.body
 	rc, getBody, err := body.forAttempt(n)
 	if err != nil {
 		return nil, err

@@ -25,12 +25,15 @@ type replayBody struct {
 	replayable bool
 }
 
-// newReplayBody prepares req's body for replay. It reads the body only when
-// it must buffer it, or when streams asks it to try a body of unknown
-// length (Policy.BufferStreams); a read error is returned and nothing is
-// sent.
-func newReplayBody(req *http.Request, limit int64, buffer, streams bool) (replayBody, error) {
-	b := replayBody{req: req}
+// load prepares req's body for replay under p, into b. It reads the body
+// only when it must buffer it (p.MaxAttempts allows a retry and the body
+// has at most p.MaxBufferedBody bytes), or when p.BufferStreams asks it to
+// try a body of unknown length; a read error is returned and nothing is
+// sent. It fills b in place: the exchange holds it, and most requests take
+// the first branch.
+func (b *replayBody) load(req *http.Request, p *Policy) error {
+	*b = replayBody{req: req}
+	limit, buffer := p.MaxBufferedBody, p.MaxAttempts > 1
 	switch {
 	case req.Body == nil || req.Body == http.NoBody, req.GetBody != nil:
 		b.replayable = true
@@ -38,25 +41,25 @@ func newReplayBody(req *http.Request, limit int64, buffer, streams bool) (replay
 		buf, err := readExactly(req.Body, req.ContentLength)
 		req.Body.Close()
 		if err != nil {
-			return b, err
+			return err
 		}
 		b.buf = buf
 		b.replayable = true
-	case buffer && streams && req.ContentLength <= 0:
+	case buffer && p.BufferStreams && req.ContentLength <= 0:
 		buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 		if err != nil {
 			req.Body.Close()
-			return b, fmt.Errorf("retryhttp: reading request body: %w", err)
+			return fmt.Errorf("retryhttp: reading request body: %w", err)
 		}
 		if int64(len(buf)) > limit { // too long: sent once, streamed
 			b.head = buf
-			return b, nil
+			return nil
 		}
 		req.Body.Close()
 		b.buf = append(make([]byte, 0, len(buf)), buf...) // non-nil when empty
 		b.replayable = true
 	}
-	return b, nil
+	return nil
 }
 
 // readExactly reads a body that ContentLength says has n bytes, in one

@@ -79,6 +79,9 @@ func (r *rules) retryableStatus(status int, hasKey bool) bool {
 	}
 	statuses := r.statuses
 	if statuses == nil {
+		if status < http.StatusBadRequest {
+			return false // every default is an error status: a success is not looked up
+		}
 		statuses = defaultRetryStatuses
 	}
 	for _, s := range statuses {

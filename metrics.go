@@ -316,13 +316,18 @@ func (m *Metrics) retry(u *url.URL, trigger Trigger, wait time.Duration) {
 	m.backoff.Observe(wait.Seconds())
 }
 
-// request counts a RoundTrip's end, e an EventDone.
-func (m *Metrics) request(e *Event) {
+// countDone counts a RoundTrip's end: the caller's request, what it got,
+// the reason no other attempt followed, the attempts sent, and whether
+// the response is a replay. It is EventDone's part of OnEvent, and what
+// the Transport calls in its place (see doneCounter).
+func (m *Metrics) countDone(req *http.Request, resp *http.Response, err error, reason Reason, attempts int, replay bool) {
 	if m == nil {
 		return
 	}
-	req, reason, attempts := e.Request, e.GiveUp, e.Attempt
-	i, j := methodIndex(req.Method), outcomeIndex(e.Response, e.Err, reason)
+	if replay {
+		m.replayed.Inc()
+	}
+	i, j := methodIndex(req.Method), outcomeIndex(resp, err, reason)
 	sh := m.shared.hot.shard()
 	// The request's attempts are counted with it, when it ends: one shard
 	// and one pass for all its counters.

@@ -316,7 +316,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x.p = p
 	x.replayable = x.keyed || wire.Idempotent(req.Method) || p.RetryNonIdempotent
-	if x.prep.body, err = newReplayBody(req, p.MaxBufferedBody, p.MaxAttempts > 1, p.BufferStreams); err != nil {
+	if err = x.prep.body.load(req, p); err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
@@ -579,7 +579,10 @@ func (t *Transport) finish(x *exchange, o ending) (*http.Response, error) {
 	if replayed(o.resp) {
 		replay = replayYes
 	}
-	if t.hooks.Load() != nil || replay == replayYes { // the observers of EventDone; the logs, of a replay
+	switch hs := t.hooks.Load(); {
+	case hs != nil && hs.counters != nil && replay == replayNo: // counters alone, and nothing to log: no Event
+		hs.countDone(x.req, o.resp, o.err, o.reason, o.attempts)
+	case hs != nil || replay == replayYes: // the observers of EventDone; the logs, of a replay
 		t.tell(x.ctx, &Event{Kind: EventDone, Request: x.req, Attempt: o.attempts, Response: o.resp, Err: o.err, GiveUp: o.reason,
 			Outcome: outcomeOf(o.resp, o.err, o.reason), replay: replay})
 	}
@@ -684,6 +687,14 @@ func (t *Transport) storeHooks(list []Hook, add ...Hook) *hookSet {
 		if h != nil {
 			hs.list = append(hs.list, h)
 		}
+	}
+	for _, h := range hs.list {
+		c, ok := h.(doneCounter)
+		if !ok {
+			hs.counters = nil
+			break
+		}
+		hs.counters = append(hs.counters, c)
 	}
 	var rt http.RoundTripper = loop{t}
 	for i := len(hs.list) - 1; i >= 0; i-- {
