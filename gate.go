@@ -28,43 +28,44 @@ type gate struct {
 	limit    *overload.Limit // nil: no Limit
 }
 
-// allow admits an attempt about to be sent at at, or names the brake
-// that refused it. at is read only by the Throttle (see readsTime). A
-// caller over the host's concurrency limit waits in its queue if wait is
-// set (a hedge does not: it is sent only if there is room).
-func (g *gate) allow(ctx context.Context, at time.Time, wait bool) (circuit.Ticket, overload.Permit, Reason, error) {
-	var permit overload.Permit
+// allow admits attempt a, about to be sent at a.at, and gives it the
+// Breaker's ticket and the Limit's permit that its report hands back; or
+// names the brake that refused it. a.at is read only by the Throttle (see
+// readsTime). A caller over the host's concurrency limit waits in its
+// queue if wait is set (a hedge does not: it is sent only if there is
+// room). The caller's a is filled in place: an attempt's state is built
+// once, on its stack, for allow and report.
+func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, error) {
 	if g.limit != nil {
 		var err error
 		if wait {
-			permit, err = g.limit.Acquire(ctx)
+			a.permit, err = g.limit.Acquire(ctx)
 		} else if p, ok := g.limit.TryAcquire(ctx); ok {
-			permit = p
+			a.permit = p
 		} else {
 			err = overload.ErrLimited
 		}
 		switch {
 		case err == overload.ErrLimited:
-			return circuit.Ticket{}, permit, ReasonLimited, err
+			return ReasonLimited, err
 		case err != nil:
-			return circuit.Ticket{}, permit, ReasonCanceled, err
+			return ReasonCanceled, err
 		}
 	}
 	if g.throttle != nil {
-		if err := g.throttle.allow(g.k, at, rand.Float64); err != nil {
-			permit.Cancel()
-			return circuit.Ticket{}, overload.Permit{}, ReasonThrottled, err
+		if err := g.throttle.allow(g.k, a.at, rand.Float64); err != nil {
+			a.permit.Cancel()
+			return ReasonThrottled, err
 		}
 	}
 	if g.circuit != nil {
-		tk, err := g.circuit.allow()
-		if err != nil {
-			permit.Cancel()
-			return tk, overload.Permit{}, ReasonCircuitOpen, err
+		var err error
+		if a.ticket, err = g.circuit.allow(); err != nil {
+			a.permit.Cancel()
+			return ReasonCircuitOpen, err
 		}
-		return tk, permit, ReasonNone, nil
 	}
-	return circuit.Ticket{}, permit, ReasonNone, nil
+	return ReasonNone, nil
 }
 
 // report tells the per-host brakes how an attempt they allowed ended; r

@@ -302,13 +302,13 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 			if err != nil {
 				continue // the copy cannot be made (GetBody, BeforeAttempt): the others run on
 			}
-			tk, pm, refused, _ := r.gate.allow(ctx, clockNow(), false)
-			if refused != ReasonNone {
+			admitted := sentAttempt{at: clockNow()}
+			if refused, _ := r.gate.allow(ctx, &admitted, false); refused != ReasonNone {
 				closeRequestBody(areq)
 				continue
 			}
 			r.tell(ctx, &Event{Kind: EventHedge, Request: areq, Attempt: n + sent})
-			launch(areq, n+sent, tk, pm)
+			launch(areq, n+sent, admitted.ticket, admitted.permit)
 			inflight++
 			sent++
 			timer.Reset(r.delay)

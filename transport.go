@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/circuit"
 	"github.com/retryhttp/retryhttp/internal/opkey"
 	"github.com/retryhttp/retryhttp/internal/wire"
 	"github.com/retryhttp/retryhttp/overload"
@@ -371,15 +370,13 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			}
 			return t.finish(x, ending{nil, err, attempt - 1, ReasonBeforeAttempt})
 		}
-		var at time.Time // this attempt's send time, near enough for the windows, made only for a brake that reads it
-		var ticket circuit.Ticket
-		var permit overload.Permit
+		var sent sentAttempt // this attempt as the per-host brakes see it
 		if x.gate.perHost() {
-			if x.gate.readsTime() {
-				at = monoBase.Add(lastRead)
+			if x.gate.readsTime() { // its send time, near enough for the windows, made only for a brake that reads it
+				sent.at = monoBase.Add(lastRead)
 			}
 			var refused Reason
-			if ticket, permit, refused, err = x.gate.allow(x.ctx, at, true); refused != ReasonNone {
+			if refused, err = x.gate.allow(x.ctx, &sent, true); refused != ReasonNone {
 				closeRequestBody(areq)
 				if refused == ReasonCanceled { // the caller's context ended in the limit's queue: its own doing, no give-up
 					if last != nil {
@@ -397,9 +394,9 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 		var resp *http.Response
 		if delay, ok := x.hedge.delayFor(t.Hedge); ok && attempt < x.p.MaxAttempts {
 			x.hedge.delay = delay
-			var sent int
-			areq, resp, err, sent = x.hedge.race(x.ctx, areq, attempt, ticket, permit)
-			attempt += sent - 1
+			var copies int
+			areq, resp, err, copies = x.hedge.race(x.ctx, areq, attempt, sent.ticket, sent.permit)
+			attempt += copies - 1
 		} else {
 			sreq, sends := traceSends(x.base, areq, x.p.MaxAttempts-attempt+1)
 			var sentAt time.Duration
@@ -408,7 +405,8 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			}
 			resp, err = send(x.via, sreq, x.p.AttemptTimeout, x.p.ExchangeTimeout)
 			if x.gate.perHost() { // a success is counted at its send time, no clock read
-				x.gate.report(&x.judge, &sentAttempt{ticket: ticket, permit: permit, req: areq, resp: resp, err: err, sent: lastRead, at: at})
+				sent.req, sent.resp, sent.err, sent.sent = areq, resp, err, lastRead
+				x.gate.report(&x.judge, &sent)
 			}
 			if x.hedge != nil && err == nil {
 				x.hedge.lat.record(mono() - sentAt)
