@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -413,4 +414,44 @@ func TestOutcome(t *testing.T) {
 	for i, o := range outcomes {
 		assert.NotEmpty(t, o, "outcome %d", i)
 	}
+}
+
+// *Metrics counts a RoundTrip's end from its parts when it is the only
+// kind of hook, and from the Event beside a hook of another kind: both
+// ways count the same series, replays included.
+func TestMetricsAloneCountAsBesideOtherHooks(t *testing.T) {
+	expose := func(extra ...Hook) string {
+		reg := prometheus.NewRegistry()
+		m, err := NewMetrics(reg, MetricsOptions{})
+		require.NoError(t, err)
+		told := 0
+		hooks := append([]Hook{m}, extra...)
+		for _, base := range []*scriptBase{
+			script(status(503), status(200)),
+			script(step{status: 200, header: http.Header{"Idempotent-Replayed": {"true"}}}),
+			script(status(503)),
+			script(status(404)),
+			script(fail(errors.New("x"))),
+		} {
+			tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 2, BaseDelay: time.Nanosecond}, Hooks: hooks,
+				Logger: slog.New(slog.DiscardHandler)}
+			if resp, err := tr.RoundTrip(newReq(t, "POST", "", http.Header{"Idempotency-Key": {"k"}})); err == nil {
+				resp.Body.Close()
+			}
+			told++
+		}
+		var out strings.Builder
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range fams {
+			_, err := expfmt.MetricFamilyToText(&out, f)
+			require.NoError(t, err)
+		}
+		require.Equal(t, 5, told)
+		return out.String()
+	}
+	alone := expose()
+	require.Contains(t, alone, `retryhttp_requests_total{method="POST",outcome="success"} 2`)
+	require.Contains(t, alone, "retryhttp_replayed_responses_total 1")
+	assert.Equal(t, alone, expose(HookFunc(func(context.Context, Event) {})))
 }
