@@ -72,7 +72,7 @@ type doneCounter interface {
 // hookSet is a Transport's hooks, immutable once stored.
 type hookSet struct {
 	list      []Hook
-	counters  []doneCounter // list, when every hook is a doneCounter; nil otherwise
+	counters  []doneCounter     // list, when every hook is a doneCounter; nil otherwise
 	roundTrip http.RoundTripper // the WrapRoundTrip chain around the Transport's own loop; nil when no hook wraps it
 	wraps     bool              // some hook has WrapAttempt
 

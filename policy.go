@@ -96,7 +96,6 @@ type Policy struct {
 	// request with WithPolicy; InjectIdempotencyKey is the safe
 	// alternative where the server honours keys.
 	RetryNonIdempotent bool
-
 }
 
 // Jitter selects how a backoff wait is drawn from its ceiling. Jitter spreads

@@ -574,7 +574,7 @@ type ending struct {
 // above.
 func (t *Transport) finish(x *exchange, o ending) (*http.Response, error) {
 	replay := replayNo
-	if replayed(o.resp) {
+	if x.keyed && replayed(o.resp) { // an idempotency layer replays keyed requests alone
 		replay = replayYes
 	}
 	switch hs := t.hooks.Load(); {
