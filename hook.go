@@ -62,7 +62,7 @@ type (
 // doneCounter is the optional method of a Hook that counts a RoundTrip's
 // end from its parts, as *Metrics does: when every hook has it, the
 // Transport calls it in place of OnEvent(EventDone), and builds no Event,
-// which costs a request that succeeds at once a tenth of its time
+// which is a tenth of the instructions of a request that succeeds at once
 // (BenchmarkSuccessInMemory). The logs' replay record still takes the
 // Event path.
 type doneCounter interface {
