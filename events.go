@@ -126,3 +126,12 @@ func replayed(resp *http.Response) bool {
 	v := resp.Header[wire.Replayed] // the name is canonical: a map read, no Get's canonicalisation
 	return len(v) > 0 && v[0] == "true"
 }
+
+// ending is how a RoundTrip ends: the outcome its caller gets, after how
+// many attempts, and the reason no other followed.
+type ending struct {
+	resp     *http.Response
+	err      error
+	attempts int
+	reason   Reason
+}

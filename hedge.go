@@ -229,8 +229,8 @@ type copyResult struct {
 	took   time.Duration
 }
 
-// race sends first, attempt n admitted by the Breaker with ticket, and
-// hedges it: after delay with no usable response, another copy made by
+// race sends first, attempt n as the gate admitted it (admitted's ticket
+// and permit), and hedges it: after delay with no usable response, another copy made by
 // next (attempt n+1, n+2, ...), while the hedges allowed, the attempts
 // left, the Budget and the Breaker permit. It returns the winning copy's
 // request and outcome, or the last failed copy's, and how many copies it
@@ -241,7 +241,7 @@ type copyResult struct {
 // context, not the copy's: the copy's context is cancelled once the race
 // is over, and a failure must read as what it was (a reset, a timeout),
 // not as the caller's cancellation.
-func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticket circuit.Ticket, permit overload.Permit) (*http.Request, *http.Response, error, int) {
+func (r *raceParams) race(ctx context.Context, first *http.Request, n int, admitted *sentAttempt) (*http.Request, *http.Response, error, int) {
 	results := make(chan copyResult, 1+r.maxHedges)
 	cancels := make([]context.CancelCauseFunc, 0, 1+r.maxHedges)
 	launch := func(areq *http.Request, n int, tk circuit.Ticket, pm overload.Permit) {
@@ -256,7 +256,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 			results <- copyResult{req: areq, sreq: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, permit: pm, sent: start, took: mono() - start}
 		}()
 	}
-	launch(first, n, ticket, permit)
+	launch(first, n, admitted.ticket, admitted.permit)
 	inflight, sent := 1, 1
 	timer := time.NewTimer(r.delay)
 	defer timer.Stop()
@@ -302,13 +302,13 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, ticke
 			if err != nil {
 				continue // the copy cannot be made (GetBody, BeforeAttempt): the others run on
 			}
-			admitted := sentAttempt{at: clockNow()}
-			if refused, _ := r.gate.allow(ctx, &admitted, false); refused != ReasonNone {
+			hedge := sentAttempt{at: clockNow()}
+			if refused, _ := r.gate.allow(ctx, &hedge, false); refused != ReasonNone {
 				closeRequestBody(areq)
 				continue
 			}
 			r.tell(ctx, &Event{Kind: EventHedge, Request: areq, Attempt: n + sent})
-			launch(areq, n+sent, admitted.ticket, admitted.permit)
+			launch(areq, n+sent, hedge.ticket, hedge.permit)
 			inflight++
 			sent++
 			timer.Reset(r.delay)

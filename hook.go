@@ -66,7 +66,7 @@ type (
 // (BenchmarkSuccessInMemory). The logs' replay record still takes the
 // Event path.
 type doneCounter interface {
-	countDone(req *http.Request, resp *http.Response, err error, reason Reason, attempts int, replay bool)
+	countDone(req *http.Request, o ending, replay bool)
 }
 
 // hookSet is a Transport's hooks, immutable once stored.
@@ -117,10 +117,11 @@ func (hs *hookSet) wrapAttempt(base http.RoundTripper) http.RoundTripper {
 	return rt
 }
 
-// countDone tells each hook of a RoundTrip's end; hs.counters is set.
-func (hs *hookSet) countDone(req *http.Request, resp *http.Response, err error, reason Reason, attempts int) {
+// countDone tells each hook of the end o of a RoundTrip of req, not a
+// replay; hs.counters is set.
+func (hs *hookSet) countDone(req *http.Request, o ending) {
 	for _, c := range hs.counters {
-		c.countDone(req, resp, err, reason, attempts, false)
+		c.countDone(req, o, false)
 	}
 }
 

@@ -13,9 +13,7 @@ import (
 // again costs one load and two string comparisons for all the brakes,
 // instead of parsing the URL's host and hashing it once per brake.
 type lastHost struct {
-	breaker      *Breaker
-	throttle     *Throttle
-	limiter      *overload.Limiter
+	brakes              // whose entries these are
 	scheme, host string // as in the URL
 
 	circuit *hostCircuit    // nil: no Breaker
@@ -23,31 +21,36 @@ type lastHost struct {
 	limit   *overload.Limit // nil: no Limiter
 }
 
-// hostBrakes returns u's host's entries in b, th and l (each may be nil),
-// through cache.
-func hostBrakes(cache *atomic.Pointer[lastHost], b *Breaker, th *Throttle, l *overload.Limiter, u *url.URL) *lastHost {
-	if c := cache.Load(); c != nil && c.breaker == b && c.throttle == th && c.limiter == l &&
-		c.host == u.Host && c.scheme == u.Scheme && c.fresh() {
+// brakes are a Transport's per-host brakes, each nil when unset.
+type brakes struct {
+	breaker  *Breaker
+	throttle *Throttle
+	limiter  *overload.Limiter
+}
+
+// hostBrakes returns u's host's entries in b's brakes, through cache.
+func hostBrakes(cache *atomic.Pointer[lastHost], b brakes, u *url.URL) *lastHost {
+	if c := cache.Load(); c != nil && c.brakes == b && c.host == u.Host && c.scheme == u.Scheme && c.fresh() {
 		if c.circuit != nil && !c.circuit.used.Load() {
 			c.circuit.used.Store(true)
 		}
 		return c
 	}
-	return lookUpHost(cache, b, th, l, u)
+	return lookUpHost(cache, b, u)
 }
 
 // lookUpHost is hostBrakes past its cache: u's host is looked up in each
 // brake, and the result cached.
-func lookUpHost(cache *atomic.Pointer[lastHost], b *Breaker, th *Throttle, l *overload.Limiter, u *url.URL) *lastHost {
-	c := &lastHost{breaker: b, throttle: th, limiter: l, scheme: u.Scheme, host: u.Host}
-	if b != nil {
-		c.circuit = b.circuitFor(hostOf(u))
+func lookUpHost(cache *atomic.Pointer[lastHost], b brakes, u *url.URL) *lastHost {
+	c := &lastHost{brakes: b, scheme: u.Scheme, host: u.Host}
+	if b.breaker != nil {
+		c.circuit = b.breaker.circuitFor(hostOf(u))
 	}
-	if th != nil {
-		c.counts = th.host(u)
+	if b.throttle != nil {
+		c.counts = b.throttle.host(u)
 	}
-	if l != nil {
-		c.limit = l.For(u.Scheme + "://" + u.Host)
+	if b.limiter != nil {
+		c.limit = b.limiter.For(u.Scheme + "://" + u.Host)
 	}
 	cache.Store(c)
 	return c

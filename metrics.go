@@ -316,18 +316,18 @@ func (m *Metrics) retry(u *url.URL, trigger Trigger, wait time.Duration) {
 	m.backoff.Observe(wait.Seconds())
 }
 
-// countDone counts a RoundTrip's end: the caller's request, what it got,
-// the reason no other attempt followed, the attempts sent, and whether
-// the response is a replay. It is EventDone's part of OnEvent, and what
-// the Transport calls in its place (see doneCounter).
-func (m *Metrics) countDone(req *http.Request, resp *http.Response, err error, reason Reason, attempts int, replay bool) {
+// countDone counts the end o of a RoundTrip of the caller's req, and
+// whether its response is a replay. It is EventDone's part of OnEvent, and
+// what the Transport calls in its place (see doneCounter).
+func (m *Metrics) countDone(req *http.Request, o ending, replay bool) {
 	if m == nil {
 		return
 	}
 	if replay {
 		m.replayed.Inc()
 	}
-	i, j := methodIndex(req.Method), outcomeIndex(resp, err, reason)
+	reason, attempts := o.reason, o.attempts
+	i, j := methodIndex(req.Method), outcomeIndex(o.resp, o.err, reason)
 	sh := m.shared.hot.shard()
 	// The request's attempts are counted with it, when it ends: one shard
 	// and one pass for all its counters.

@@ -23,7 +23,7 @@ func (m *Metrics) OnEvent(_ context.Context, e Event) {
 	case EventRetry:
 		m.retry(e.Request.URL, e.Trigger, e.Wait)
 	case EventDone:
-		m.countDone(e.Request, e.Response, e.Err, e.GiveUp, e.Attempt, e.isReplay())
+		m.countDone(e.Request, ending{e.Response, e.Err, e.Attempt, e.GiveUp}, e.isReplay())
 	case EventStacked:
 		m.stackedRetry(e.Signal)
 	case EventHedge:

@@ -326,7 +326,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x.gate.budget = t.retryBudget() // and the host's state in the other brakes, looked up once
 	if t.Breaker != nil || t.Throttle != nil || t.Limit != nil {
-		h := hostBrakes(&t.lastHost, t.Breaker, t.Throttle, t.Limit, req.URL)
+		h := hostBrakes(&t.lastHost, brakes{t.Breaker, t.Throttle, t.Limit}, req.URL)
 		x.gate.circuit, x.gate.throttle, x.gate.limit = h.circuit, h.counts, h.limit
 		if t.Breaker != nil {
 			t.trackOnce.Do(t.trackBreaker)
@@ -377,14 +377,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			}
 			var refused Reason
 			if refused, err = x.gate.allow(x.ctx, &sent, true); refused != ReasonNone {
-				closeRequestBody(areq)
-				if refused == ReasonCanceled { // the caller's context ended in the limit's queue: its own doing, no give-up
-					if last != nil {
-						discard(last)
-					}
-					return t.finish(x, ending{nil, err, attempt - 1, ReasonCanceled})
-				}
-				return t.cannotSend(x, &Event{Request: areq, Attempt: attempt - 1, Response: last, Err: err, GiveUp: refused})
+				return t.refused(x, &Event{Request: areq, Attempt: attempt - 1, Response: last, Err: err, GiveUp: refused})
 			}
 		}
 		if last != nil {
@@ -395,7 +388,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 		if delay, ok := x.hedge.delayFor(t.Hedge); ok && attempt < x.p.MaxAttempts {
 			x.hedge.delay = delay
 			var copies int
-			areq, resp, err, copies = x.hedge.race(x.ctx, areq, attempt, sent.ticket, sent.permit)
+			areq, resp, err, copies = x.hedge.race(x.ctx, areq, attempt, &sent)
 			attempt += copies - 1
 		} else {
 			sreq, sends := traceSends(x.base, areq, x.p.MaxAttempts-attempt+1)
@@ -559,13 +552,19 @@ func (t *Transport) cannotSend(x *exchange, e *Event) (*http.Response, error) {
 	return t.finish(x, ending{e.Response, e.Err, e.Attempt, e.GiveUp})
 }
 
-// ending is how a RoundTrip ends: the outcome its caller gets, after how
-// many attempts, and the reason no other followed.
-type ending struct {
-	resp     *http.Response
-	err      error
-	attempts int
-	reason   Reason
+// refused ends a RoundTrip whose next attempt, e.Request, the gate
+// refused for e.GiveUp: when the caller's context ended in the limit's
+// queue (ReasonCanceled), as the caller's own doing, no give-up, and
+// otherwise as a give-up (see cannotSend).
+func (t *Transport) refused(x *exchange, e *Event) (*http.Response, error) {
+	closeRequestBody(e.Request)
+	if e.GiveUp == ReasonCanceled {
+		if e.Response != nil {
+			discard(e.Response)
+		}
+		return t.finish(x, ending{nil, e.Err, e.Attempt, ReasonCanceled})
+	}
+	return t.cannotSend(x, e)
 }
 
 // finish returns the outcome to the caller and counts it. What a Transport that retries (its Policy allows more than one
@@ -579,7 +578,7 @@ func (t *Transport) finish(x *exchange, o ending) (*http.Response, error) {
 	}
 	switch hs := t.hooks.Load(); {
 	case hs != nil && hs.counters != nil && replay == replayNo: // counters alone, and nothing to log: no Event
-		hs.countDone(x.req, o.resp, o.err, o.reason, o.attempts)
+		hs.countDone(x.req, o)
 	case hs != nil || replay == replayYes: // the observers of EventDone; the logs, of a replay
 		t.tell(x.ctx, &Event{Kind: EventDone, Request: x.req, Attempt: o.attempts, Response: o.resp, Err: o.err, GiveUp: o.reason,
 			Outcome: outcomeOf(o.resp, o.err, o.reason), replay: replay})
