@@ -20,12 +20,30 @@ type preparer struct {
 	body          replayBody
 	attemptHeader string
 	before        func(*http.Request) error // Transport.BeforeAttempt
+	asIs          bool                      // the first attempt is the caller's request itself (see settle)
+}
+
+// settle notes, once the preparer is filled, whether the first attempt
+// can be the caller's own request: nothing about it changes (its header,
+// its body, the attempt header) and BeforeAttempt, which may change it,
+// is not set. That is the common first attempt, sent with no allocation.
+func (p *preparer) settle() {
+	p.asIs = p.body.buf == nil && p.body.head == nil && !p.rewritten && p.attemptHeader == "" && p.before == nil
 }
 
 // prepare returns attempt n's request, passed through BeforeAttempt, or
 // the reason it cannot be had: ReasonBody (the body cannot be had again)
 // or ReasonBeforeAttempt.
 func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
+	if n == 1 && p.asIs {
+		return p.req, ReasonNone, nil
+	}
+	return p.prepareCopy(n)
+}
+
+// prepareCopy is prepare for an attempt that is a copy of the caller's
+// request.
+func (p *preparer) prepareCopy(n int) (*http.Request, Reason, error) {
 	areq, err := p.request(n)
 	if err != nil {
 		return nil, ReasonBody, err
@@ -39,17 +57,13 @@ func (p *preparer) prepare(n int) (*http.Request, Reason, error) {
 	return areq, ReasonNone, nil
 }
 
-// request returns the request to send on attempt n: the caller's own when
-// nothing about it changes (the common first attempt, no allocation),
-// otherwise a shallow copy with this attempt's header and body. A retry's
-// copy carries its attempt number in its context, for the layers below
-// (see AttemptFromContext), and in the attempt header if set. With
+// request returns the request to send on attempt n, a shallow copy of
+// the caller's with this attempt's header and body. A retry's copy
+// carries its attempt number in its context, for the layers below (see
+// AttemptFromContext), and in the attempt header if set. With
 // BeforeAttempt the copy has a header of its own, for it to change.
 func (p *preparer) request(n int) (*http.Request, error) {
 	ownHeader := p.before != nil
-	if n == 1 && p.body.buf == nil && p.body.head == nil && !p.rewritten && p.attemptHeader == "" && !ownHeader {
-		return p.req, nil
-	}
 	req, header, body := p.req, p.header, &p.body
 	rc, getBody, err := body.forAttempt(n)
 	if err != nil {

@@ -319,6 +319,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, err
 	}
+	x.prep.settle()
 	x.base = t.baseTransport()
 	x.via = x.base
 	if hs := t.hooks.Load(); hs != nil { // RoundTrip stored the Hooks field's set
