@@ -66,10 +66,6 @@ type Policy struct {
 	// the attempts and waits together. 0 means no bound.
 	ExchangeTimeout time.Duration
 
-	// Jitter picks how a backoff wait is randomised. The zero value is
-	// JitterFull.
-	Jitter Jitter
-
 	// MaxBufferedBody is the largest request body, in bytes, the Transport
 	// copies into memory so it can be sent again when the request has no
 	// GetBody. A longer body, or one of unknown length unless
@@ -96,6 +92,10 @@ type Policy struct {
 	// request with WithPolicy; InjectIdempotencyKey is the safe
 	// alternative where the server honours keys.
 	RetryNonIdempotent bool
+
+	// Jitter picks how a backoff wait is randomised. The zero value is
+	// JitterFull.
+	Jitter Jitter
 }
 
 // Jitter selects how a backoff wait is drawn from its ceiling. Jitter spreads
