@@ -30,11 +30,13 @@ type faultFigures struct {
 	orders, lost, doubles, attempts int
 }
 
-// runOrders posts orders POSTs through a retryhttp Transport (one key per
-// order, kept on every attempt) to the middleware in transactional mode on
-// a Store over db, whose handler writes the charge through the request's
-// transaction; fault runs while they go. It then counts the charges per
-// order in the database: a lost order has none or no 201, a double has two.
+// runOrders posts at least orders POSTs through a retryhttp Transport
+// (one key per order, kept on every attempt) to the middleware in
+// transactional mode on a Store over db, whose handler writes the charge
+// through the request's transaction; fault runs while they go, from the
+// third of them on, and orders are posted until it has returned, however
+// fast the machine answers them. It then counts the charges per order in
+// the database: a lost order has none or no 201, a double has two.
 func runOrders(t *testing.T, db *sql.DB, orders int, fault func()) faultFigures {
 	t.Helper()
 	s, _ := newStoreOn(t, db)
@@ -95,15 +97,16 @@ func runOrders(t *testing.T, db *sql.DB, orders int, fault func()) faultFigures 
 		})
 	}
 	faulted := make(chan struct{})
-	for i := range orders {
-		if i == orders/3 {
+	posted := 0
+	for ; posted < orders || !closed(faulted); posted++ {
+		if posted == orders/3 {
 			go func() { fault(); close(faulted) }()
 		}
-		next <- i
+		next <- posted
 	}
 	close(next)
 	wg.Wait()
-	<-faulted
+	orders = posted
 	f := faultFigures{orders: orders, attempts: orders + int(sent.Load())}
 	rows, err := db.Query("SELECT order_id, COUNT(*) FROM " + charges + " GROUP BY order_id")
 	if err != nil {
@@ -167,5 +170,15 @@ func TestConnectionsCutUnderLoad(t *testing.T) {
 	}
 	if f.attempts == f.orders {
 		t.Fatal("no attempt was retried: the cuts did not reach the requests")
+	}
+}
+
+// closed reports whether c is closed, without waiting.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
