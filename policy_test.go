@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -182,4 +183,29 @@ func TestThrottleDelay(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, []time.Duration{50 * time.Millisecond}, base.gaps(), "ThrottleDelay 0 is BaseDelay")
 	})
+}
+
+// same compares every field of Policy: a field added to Policy and left
+// out of same would let a changed Policy keep its old resolution.
+func TestPolicySameComparesEveryField(t *testing.T) {
+	base := Policy{MaxAttempts: 3, BaseDelay: time.Millisecond}
+	if !base.same(&base) {
+		t.Fatal("a Policy is not the same as itself")
+	}
+	typ := reflect.TypeOf(base)
+	for i := range typ.NumField() {
+		changed := base
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		default:
+			t.Fatalf("field %s is a %s, which this test does not change: extend it, and same", typ.Field(i).Name, f.Kind())
+		}
+		if base.same(&changed) {
+			t.Errorf("Policy.%s changed, and same still reports the Policies the same", typ.Field(i).Name)
+		}
+	}
 }

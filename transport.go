@@ -520,7 +520,7 @@ func (t *Transport) policy(override *Policy) (*Policy, error) {
 		p, err := override.resolve()
 		return &p, err
 	}
-	if r := t.resolved.Load(); r != nil && r.src == t.Policy {
+	if r := t.resolved.Load(); r != nil && r.src.same(&t.Policy) {
 		return &r.p, nil
 	}
 	p, err := t.Policy.resolve()
