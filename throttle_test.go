@@ -129,7 +129,7 @@ func TestThrottleHealthyAndRecovering(t *testing.T) {
 // not counted at all.
 func TestThrottleWhatCounts(t *testing.T) {
 	tr := &Transport{}
-	judge := tr.rules()
+	judge := rules{statuses: tr.RetryStatuses, shouldRetry: tr.ShouldRetry, hints: tr.RetryHints}
 	now := time.Now()
 	for code, want := range map[int]bool{200: true, 304: true, 404: true, 409: true, 429: false, 500: false, 503: false} {
 		assert.Equal(t, want, judge.accepted(&http.Response{StatusCode: code, Header: http.Header{}}, now), "%d", code)
