@@ -371,7 +371,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 			if last != nil {
 				discard(last)
 			}
-			return t.finish(x, ending{nil, err, attempt - 1, ReasonBeforeAttempt})
+			return t.finish(x, &ending{nil, err, attempt - 1, ReasonBeforeAttempt})
 		}
 		var sent sentAttempt // this attempt as the per-host brakes see it
 		if x.gate.perHost() {
@@ -414,7 +414,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 				}
 			}
 		}
-		if resp != nil && t.PeekBody > 0 && resp.StatusCode >= 400 {
+		if t.PeekBody > 0 && resp != nil && resp.StatusCode >= 400 {
 			resp.Body = peek(resp.Body, t.PeekBody)
 		}
 		retry, stop, trigger, replaced := x.judge.decide(areq, resp, err, sendable{
@@ -434,7 +434,7 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 				// gave up: two retry layers on one path.
 				t.stacked(x.ctx, areq, stackedRetryhttp)
 			}
-			return t.finish(x, ending{resp, err, attempt, stop})
+			return t.finish(x, &ending{resp, err, attempt, stop})
 		}
 		e := Event{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
 		if t.Backoff == nil {
@@ -446,10 +446,10 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 		lastRead = t.nextWait(x, &e)
 		t.event(x.ctx, &e)
 		if e.GiveUp != ReasonNone {
-			return t.finish(x, ending{resp, err, attempt, e.GiveUp})
+			return t.finish(x, &ending{resp, err, attempt, e.GiveUp})
 		}
 		if last, err = x.pause(resp, lastRead); err != nil {
-			return t.finish(x, ending{nil, err, attempt, ReasonCanceled})
+			return t.finish(x, &ending{nil, err, attempt, ReasonCanceled})
 		}
 	}
 }
@@ -552,7 +552,7 @@ func (t *Transport) cannotSend(x *exchange, e *Event) (*http.Response, error) {
 		e.Err = nil
 	}
 	t.event(x.ctx, e)
-	return t.finish(x, ending{e.Response, e.Err, e.Attempt, e.GiveUp})
+	return t.finish(x, &ending{e.Response, e.Err, e.Attempt, e.GiveUp})
 }
 
 // refused ends a RoundTrip whose next attempt, e.Request, the gate
@@ -565,7 +565,7 @@ func (t *Transport) refused(x *exchange, e *Event) (*http.Response, error) {
 		if e.Response != nil {
 			discard(e.Response)
 		}
-		return t.finish(x, ending{nil, e.Err, e.Attempt, ReasonCanceled})
+		return t.finish(x, &ending{nil, e.Err, e.Attempt, ReasonCanceled})
 	}
 	return t.cannotSend(x, e)
 }
@@ -574,14 +574,14 @@ func (t *Transport) refused(x *exchange, e *Event) (*http.Response, error) {
 // attempt) gave up on is marked spent, so that a Transport above does not
 // retry it again; one that sends once leaves the retrying to the layer
 // above.
-func (t *Transport) finish(x *exchange, o ending) (*http.Response, error) {
+func (t *Transport) finish(x *exchange, o *ending) (*http.Response, error) {
 	replay := replayNo
 	if x.keyed && replayed(o.resp) { // an idempotency layer replays keyed requests alone
 		replay = replayYes
 	}
 	switch hs := t.hooks.Load(); {
 	case hs != nil && hs.counters != nil && replay == replayNo: // counters alone, and nothing to log: no Event
-		hs.countDone(x.req, o)
+		hs.countDone(x.req, *o)
 	case hs != nil || replay == replayYes: // the observers of EventDone; the logs, of a replay
 		t.tell(x.ctx, &Event{Kind: EventDone, Request: x.req, Attempt: o.attempts, Response: o.resp, Err: o.err, GiveUp: o.reason,
 			Outcome: outcomeOf(o.resp, o.err, o.reason), replay: replay})
