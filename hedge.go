@@ -230,9 +230,9 @@ type copyResult struct {
 }
 
 // race sends first, attempt n as the gate admitted it (admitted's ticket
-// and permit), and hedges it: after delay with no usable response, another copy made by
-// next (attempt n+1, n+2, ...), while the hedges allowed, the attempts
-// left, the Budget and the Breaker permit. It returns the winning copy's
+// and permit), and hedges it: after delay with no usable response,
+// another copy made by next (attempt n+1, n+2, ...), while the hedges
+// allowed, the attempts left, the Budget and the Breaker permit. It returns the winning copy's
 // request and outcome, or the last failed copy's, and how many copies it
 // sent. Every copy's outcome is reported to the Breaker, the Throttle and
 // the latencies; the losers are cancelled and their bodies closed.
