@@ -424,7 +424,6 @@ func TestMetricsAloneCountAsBesideOtherHooks(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		m, err := NewMetrics(reg, MetricsOptions{})
 		require.NoError(t, err)
-		told := 0
 		hooks := append([]Hook{m}, extra...)
 		for _, base := range []*scriptBase{
 			script(status(503), status(200)),
@@ -438,7 +437,6 @@ func TestMetricsAloneCountAsBesideOtherHooks(t *testing.T) {
 			if resp, err := tr.RoundTrip(newReq(t, "POST", "", http.Header{"Idempotency-Key": {"k"}})); err == nil {
 				resp.Body.Close()
 			}
-			told++
 		}
 		var out strings.Builder
 		fams, err := reg.Gather()
@@ -447,7 +445,6 @@ func TestMetricsAloneCountAsBesideOtherHooks(t *testing.T) {
 			_, err := expfmt.MetricFamilyToText(&out, f)
 			require.NoError(t, err)
 		}
-		require.Equal(t, 5, told)
 		return out.String()
 	}
 	alone := expose()
