@@ -29,10 +29,10 @@ type replayBody struct {
 // only when it must buffer it (p.MaxAttempts allows a retry and the body
 // has at most p.MaxBufferedBody bytes), or when p.BufferStreams asks it to
 // try a body of unknown length; a read error is returned and nothing is
-// sent. It fills b in place: the exchange holds it, and most requests take
-// the first branch.
+// sent. It fills b, zero, in place: the exchange holds it, and most
+// requests take the first branch.
 func (b *replayBody) load(req *http.Request, p *Policy) error {
-	*b = replayBody{req: req}
+	b.req = req
 	limit, buffer := p.MaxBufferedBody, p.MaxAttempts > 1
 	switch {
 	case req.Body == nil || req.Body == http.NoBody, req.GetBody != nil:

@@ -99,12 +99,11 @@ func (b *Budget) get() *budget.Budget {
 	if bb := b.b.Load(); bb != nil {
 		return bb
 	}
-	b.init()
-	return b.b.Load()
+	return b.init()
 }
 
-// init resolves the defaults once.
-func (b *Budget) init() {
+// init resolves the defaults once, and returns the mechanism.
+func (b *Budget) init() *budget.Budget {
 	b.once.Do(func() {
 		s := b.settings
 		if s.Ratio == 0 {
@@ -118,6 +117,7 @@ func (b *Budget) init() {
 		}
 		b.b.Store(budget.New(s.Ratio, s.MinPerSecond, s.Window))
 	})
+	return b.b.Load()
 }
 
 // deposit records one logical request at now (mono time).

@@ -211,7 +211,7 @@ func (t *Transport) CloseIdleConnections() {
 // trackBreaker gives the Breaker to every hook that reports its
 // circuits (*Metrics' circuit_state gauge reads them when scraped).
 func (t *Transport) trackBreaker() {
-	if hs := t.hookSet(); hs != nil {
+	if hs := t.hooks.Load(); hs != nil { // RoundTrip stored the Hooks field's set
 		for _, h := range hs.list {
 			if w, ok := h.(breakerWatcher); ok {
 				w.watchBreaker(t.Breaker)
@@ -238,7 +238,11 @@ func (t *Transport) trackBreaker() {
 // what did; the reason a response came back after retries is in the logs,
 // the metrics and the hooks' events, which always agree.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if hs := t.hookSet(); hs != nil && hs.roundTrip != nil {
+	hs := t.hooks.Load() // nil when there are none: one atomic load for them
+	if hs == nil && len(t.Hooks) != 0 {
+		hs = t.firstHooks()
+	}
+	if hs != nil && hs.roundTrip != nil {
 		return hs.roundTrip.RoundTrip(req)
 	}
 	return t.roundTrip(req)
@@ -617,16 +621,6 @@ func (t *Transport) tell(ctx context.Context, e *Event) {
 	if hs := t.hooks.Load(); hs != nil {
 		hs.emit(ctx, e)
 	}
-}
-
-// hookSet returns the Transport's hooks, the Hooks field's first; nil
-// when there are none, so that a Transport without hooks pays one atomic
-// load for them.
-func (t *Transport) hookSet() *hookSet {
-	if hs := t.hooks.Load(); hs != nil || len(t.Hooks) == 0 {
-		return hs
-	}
-	return t.firstHooks()
 }
 
 // firstHooks stores the set of the Hooks field on the first RoundTrip;
