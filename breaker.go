@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -302,48 +301,38 @@ func (b *Breaker) eachState(f func(host string, s CircuitState)) {
 	})
 }
 
-// allow asks the circuit for one attempt; report the outcome with the
-// returned ticket.
-func (hc *hostCircuit) allow() (circuit.Ticket, error) {
-	tk, ok := hc.c.Allow(clockNow)
-	if !ok {
-		return tk, fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name)
-	}
-	return tk, nil
-}
+// allow asks the circuit for one attempt, and returns the ticket its
+// report hands back; refused's error when it is refused. It is inlined
+// into the gate's allow.
+func (hc *hostCircuit) allow() (circuit.Ticket, bool) { return hc.c.Allow(clockNow) }
+
+// refused is the error of an attempt the open circuit refused.
+func (hc *hostCircuit) refused() error { return fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name) }
 
 // report tells the circuit an attempt's outcome, admitted with its
-// ticket. A success is counted at a.sentAt(), the time the attempt was sent, which the
-// caller has read already; anything else at now, the time it ended, read
-// only then. A success that took longer than the window is no longer
-// counted, which can only lower the ratio's denominator by the slowest
-// calls; a failure, a timeout above all, always counts.
+// ticket: a failure of the host (a network error, 502, 503, 504), nothing
+// at all (the caller gave up, which says nothing about the host), or a
+// success. A success is counted at a.sentAt(), the time the attempt was
+// sent, which the caller has read already; anything else at a.ended(), the
+// time it ended, read only then. A success that took longer than the
+// window is no longer counted, which can only lower the ratio's
+// denominator by the slowest calls; a failure, a timeout above all, always
+// counts.
 func (hc *hostCircuit) report(a *sentAttempt) {
-	o := breakerOutcome(a.req, a.resp, a.err)
-	if o == circuit.Success {
-		hc.c.Report(a.ticket, o, a.sentAt)
-		return
+	switch {
+	case a.err != nil && a.req.Context().Err() != nil:
+		hc.c.Report(a.ticket, circuit.Excluded, a.ended)
+	case a.err != nil || hostFailureStatus(a.resp.StatusCode):
+		hc.c.Report(a.ticket, circuit.Failure, a.ended)
+	default:
+		hc.c.Report(a.ticket, circuit.Success, a.sentAt)
 	}
-	hc.c.Report(a.ticket, o, a.ended)
 }
 
 // isOpen reports whether the circuit is open at now: no attempt would be
 // let through.
 func (hc *hostCircuit) isOpen(now time.Time) bool {
 	return CircuitState(hc.c.State(func() time.Time { return now })) == CircuitOpen
-}
-
-// breakerOutcome is what an attempt tells its host's circuit: a failure of
-// the host (a network error, 502, 503, 504), nothing at all (the caller
-// gave up, which says nothing about the host), or a success.
-func breakerOutcome(req *http.Request, resp *http.Response, err error) circuit.Outcome {
-	switch {
-	case err != nil && req.Context().Err() != nil:
-		return circuit.Excluded
-	case err != nil, hostFailureStatus(resp.StatusCode):
-		return circuit.Failure
-	}
-	return circuit.Success
 }
 
 // hostOf names the circuit of a URL.

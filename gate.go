@@ -59,10 +59,10 @@ func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, er
 		}
 	}
 	if g.circuit != nil {
-		var err error
-		if a.ticket, err = g.circuit.allow(); err != nil {
+		var ok bool
+		if a.ticket, ok = g.circuit.allow(); !ok {
 			a.permit.Cancel()
-			return ReasonCircuitOpen, err
+			return ReasonCircuitOpen, g.circuit.refused()
 		}
 	}
 	return ReasonNone, nil

@@ -329,17 +329,15 @@ func (m *Metrics) countDone(req *http.Request, o ending, replay bool) {
 	reason, attempts := o.reason, o.attempts
 	i, j := methodIndex(req.Method), outcomeIndex(o.resp, o.err, reason)
 	sh := m.shared.hot.shard()
-	// The request's attempts are counted with it, when it ends: one shard
-	// and one pass for all its counters.
-	for n := range min(attempts, 10) {
-		sh.attempts[n].Add(1)
-	}
-	if attempts > 10 {
-		sh.attempts[9].Add(uint64(attempts - 10))
-	}
-	if attempts > 0 {
-		sh.perRequest[min(attempts, 11)-1].Add(1)
-		sh.perRequestSum.Add(uint64(attempts))
+	// The request's attempts are counted with it, when it ends, in one
+	// counter of one shard: the attempts by number and their sum are
+	// derived from these when scraped (see collect).
+	switch {
+	case attempts > 10:
+		sh.over.Add(1)
+		sh.overExtra.Add(uint64(attempts - 9))
+	case attempts > 0:
+		sh.perRequest[attempts-1].Add(1)
 	}
 	if m.requests != nil { // a host label
 		host := m.shared.hosts.label(req.URL)
@@ -465,11 +463,11 @@ type hotCounters struct {
 const hotShards = 8
 
 type hotShard struct {
-	requests      [len(methods)][len(outcomes)]atomic.Uint64
-	attempts      [10]atomic.Uint64
-	perRequest    [11]atomic.Uint64 // requests that sent 1, 2, ... 10, more than 10 attempts
-	perRequestSum atomic.Uint64
-	_             [64]byte // keep the next shard off this one's last line
+	requests   [len(methods)][len(outcomes)]atomic.Uint64
+	perRequest [10]atomic.Uint64 // requests that sent 1, 2, ... 10 attempts
+	over       atomic.Uint64     // requests that sent more than 10
+	overExtra  atomic.Uint64     // their attempts past the ninth: what attempt "10" counts of them
+	_          [64]byte          // keep the next shard off this one's last line
 }
 
 // shard picks a shard for one request: at random, from the runtime's
@@ -478,12 +476,14 @@ type hotShard struct {
 func (h *hotCounters) shard() *hotShard { return &h.shards[rand.Uint32()%hotShards] }
 
 // collect sends the sums of the shards; requests only when no host label
-// takes them over.
+// takes them over. The attempts by number are derived from the requests
+// by attempts sent: attempt n was sent by every request that sent n or
+// more, and attempt "10" counts each attempt past the ninth. Every series
+// is a sum of counters, so it never decreases between scrapes.
 func (h *hotCounters) collect(ch chan<- prometheus.Metric, requests bool) {
 	var req [len(methods)][len(outcomes)]uint64
-	var att [10]uint64
-	var per [11]uint64
-	var sum uint64
+	var per [10]uint64
+	var over, overExtra uint64
 	for i := range h.shards {
 		sh := &h.shards[i]
 		for m := range req {
@@ -491,13 +491,11 @@ func (h *hotCounters) collect(ch chan<- prometheus.Metric, requests bool) {
 				req[m][o] += sh.requests[m][o].Load()
 			}
 		}
-		for n := range att {
-			att[n] += sh.attempts[n].Load()
-		}
 		for n := range per {
 			per[n] += sh.perRequest[n].Load()
 		}
-		sum += sh.perRequestSum.Load()
+		over += sh.over.Load()
+		overExtra += sh.overExtra.Load()
 	}
 	if requests {
 		for m := range req {
@@ -508,6 +506,12 @@ func (h *hotCounters) collect(ch chan<- prometheus.Metric, requests bool) {
 			}
 		}
 	}
+	var att [10]uint64
+	att[9] = per[9] + overExtra
+	for n, sent := 8, per[9]+over; n >= 0; n-- { // sent: the requests that sent more than n+1
+		att[n] = per[n] + sent
+		sent += per[n]
+	}
 	for n, v := range att {
 		if v > 0 {
 			ch <- prometheus.MustNewConstMetric(attemptsDesc, prometheus.CounterValue, float64(v), attemptLabel(n+1))
@@ -515,13 +519,12 @@ func (h *hotCounters) collect(ch chan<- prometheus.Metric, requests bool) {
 	}
 	// Buckets 1 to 10, cumulative: the requests that sent at most that many
 	// attempts; those that sent more count only in the total.
-	var count uint64
+	count, sum := over, overExtra+9*over
 	buckets := make(map[float64]uint64, 10)
 	for n, v := range per {
 		count += v
-		if n < 10 {
-			buckets[float64(n+1)] = count
-		}
+		sum += uint64(n+1) * v
+		buckets[float64(n+1)] = count - over
 	}
 	if count > 0 {
 		ch <- prometheus.MustNewConstHistogram(perRequestDesc, count, float64(sum), buckets)

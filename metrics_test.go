@@ -452,3 +452,55 @@ func TestMetricsAloneCountAsBesideOtherHooks(t *testing.T) {
 	require.Contains(t, alone, "retryhttp_replayed_responses_total 1")
 	assert.Equal(t, alone, expose(HookFunc(func(context.Context, Event) {})))
 }
+
+// The attempts by number and the attempts-per-request histogram are
+// derived from the requests by attempts sent when scraped: they hold what
+// counting every attempt would, past ten attempts too ("10+" counts each
+// attempt from the tenth on), and they only grow between scrapes.
+func TestMetricsAttemptsDerivedWhenScraped(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, MetricsOptions{})
+	require.NoError(t, err)
+	var want [11]float64 // by attempt number, 1 to 10+
+	var sum float64
+	var prev map[string]float64
+	var done []int // the requests' attempts so far
+	for _, n := range []int{1, 3, 10, 11, 25, 2, 1} {
+		tr := &Transport{Base: script(status(503)), Policy: Policy{MaxAttempts: n, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond}, Hooks: []Hook{m}}
+		resp, err := tr.RoundTrip(newReq(t, "GET", "", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		for a := 1; a <= n; a++ {
+			want[min(a, 10)]++
+		}
+		sum += float64(n)
+
+		f := scrape(t, reg)
+		now := map[string]float64{}
+		for a := 1; a <= 10; a++ {
+			got := value(f, "retryhttp_attempts_total", "attempt="+attemptLabel(a))
+			if want[a] == 0 {
+				assert.Equal(t, -1.0, got, "attempt %d: no series before it is sent", a)
+				continue
+			}
+			assert.Equal(t, want[a], got, "attempt %s after a request of %d attempts", attemptLabel(a), n)
+			now[attemptLabel(a)] = got
+			assert.GreaterOrEqual(t, got, prev[attemptLabel(a)])
+		}
+		prev = now
+		h := f["retryhttp_attempts_per_request"].Metric[0].Histogram
+		assert.Equal(t, sum, h.GetSampleSum())
+		done = append(done, n)
+		assert.Equal(t, uint64(len(done)), h.GetSampleCount())
+		require.Len(t, h.Bucket, 11) // 1 to 10, and +Inf
+		for _, b := range h.Bucket {
+			var le uint64
+			for _, k := range done {
+				if float64(k) <= b.GetUpperBound() {
+					le++
+				}
+			}
+			assert.Equal(t, le, b.GetCumulativeCount(), "bucket le=%v", b.GetUpperBound())
+		}
+	}
+}

@@ -421,6 +421,9 @@ func (t *Transport) run(x *exchange) (*http.Response, error) {
 		if t.PeekBody > 0 && resp != nil && resp.StatusCode >= 400 {
 			resp.Body = peek(resp.Body, t.PeekBody)
 		}
+		if x.judge.settled(resp, err) {
+			return t.finish(x, &ending{resp, nil, attempt, ReasonNotRetryable})
+		}
 		retry, stop, trigger, replaced := x.judge.decide(areq, resp, err, sendable{
 			again:       x.replayable && x.prep.body.replayable,
 			unsentAgain: x.prep.body.replayable,
