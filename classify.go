@@ -271,7 +271,7 @@ type sendable struct {
 // RetryStatuses is set (every default status is 400 or above), where
 // decide would stop with ReasonNotRetryable. It is small enough to be
 // inlined into the loop, and most attempts end there: decide's call costs
-// them about 60 instructions more.
+// them about 80 instructions more (callgrind, BenchmarkSuccessInMemory).
 func (r *rules) settled(resp *http.Response, err error) bool {
 	return err == nil && resp != nil && resp.StatusCode < http.StatusBadRequest && r.shouldRetry == nil && r.statuses == nil
 }
