@@ -60,7 +60,7 @@ type (
 )
 
 // doneCounter is the optional method of a Hook that counts a RoundTrip's
-// end from its parts, as *Metrics does: when every hook has it, the
+// end from its parts, as *Metrics does: when the only hook has it, the
 // Transport calls it in place of OnEvent(EventDone), and builds no Event,
 // which is a tenth of the instructions of a request that succeeds at once
 // (BenchmarkSuccessInMemory). The logs' replay record still takes the
@@ -72,7 +72,7 @@ type doneCounter interface {
 // hookSet is a Transport's hooks, immutable once stored.
 type hookSet struct {
 	list      []Hook
-	counters  []doneCounter     // list, when every hook is a doneCounter; nil otherwise
+	counter   doneCounter       // the one hook, if it is a doneCounter; nil otherwise
 	roundTrip http.RoundTripper // the WrapRoundTrip chain around the Transport's own loop; nil when no hook wraps it
 	wraps     bool              // some hook has WrapAttempt
 
@@ -115,14 +115,6 @@ func (hs *hookSet) wrapAttempt(base http.RoundTripper) http.RoundTripper {
 	}
 	hs.attempts[base] = rt
 	return rt
-}
-
-// countDone tells each hook of the end o of a RoundTrip of req, not a
-// replay; hs.counters is set.
-func (hs *hookSet) countDone(req *http.Request, o ending) {
-	for _, c := range hs.counters {
-		c.countDone(req, o, false)
-	}
 }
 
 // emit tells the hooks of e, each given its copy.

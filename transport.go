@@ -587,8 +587,8 @@ func (t *Transport) finish(x *exchange, o *ending) (*http.Response, error) {
 		replay = replayYes
 	}
 	switch hs := t.hooks.Load(); {
-	case hs != nil && hs.counters != nil && replay == replayNo: // counters alone, and nothing to log: no Event
-		hs.countDone(x.req, *o)
+	case hs != nil && hs.counter != nil && replay == replayNo: // a counter alone, and nothing to log: no Event
+		hs.counter.countDone(x.req, *o, false)
 	case hs != nil || replay == replayYes: // the observers of EventDone; the logs, of a replay
 		t.tell(x.ctx, &Event{Kind: EventDone, Request: x.req, Attempt: o.attempts, Response: o.resp, Err: o.err, GiveUp: o.reason,
 			Outcome: outcomeOf(o.resp, o.err, o.reason), replay: replay})
@@ -679,13 +679,8 @@ func (t *Transport) storeHooks(list []Hook, add ...Hook) *hookSet {
 			hs.list = append(hs.list, h)
 		}
 	}
-	for _, h := range hs.list {
-		c, ok := h.(doneCounter)
-		if !ok {
-			hs.counters = nil
-			break
-		}
-		hs.counters = append(hs.counters, c)
+	if len(hs.list) == 1 {
+		hs.counter, _ = hs.list[0].(doneCounter)
 	}
 	var rt http.RoundTripper = loop{t}
 	for i := len(hs.list) - 1; i >= 0; i-- {

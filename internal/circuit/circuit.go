@@ -135,6 +135,9 @@ func (c *Circuit) Allow(now func() time.Time) (Ticket, bool) {
 // an earlier generation is ignored: the circuit has moved on.
 func (c *Circuit) Report(tk Ticket, o Outcome, now func() time.Time) {
 	if tk.state == Closed {
+		if o == Success && c.ratio == nil && failsOf(c.word.Load()) == 0 {
+			return // the common case: no failure to reset, nothing to write
+		}
 		c.reportClosed(tk.gen, o, now)
 		return
 	}
