@@ -324,7 +324,7 @@ func (hc *hostCircuit) report(a *sentAttempt) {
 		hc.c.Report(a.ticket, circuit.Excluded, a.ended)
 	case a.err != nil || hostFailureStatus(a.resp.StatusCode):
 		hc.c.Report(a.ticket, circuit.Failure, a.ended)
-	default:
+	case !hc.c.Quiet(a.ticket): // a success: counted, unless it changes nothing
 		hc.c.Report(a.ticket, circuit.Success, a.sentAt)
 	}
 }

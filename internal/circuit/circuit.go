@@ -131,12 +131,20 @@ func (c *Circuit) Allow(now func() time.Time) (Ticket, bool) {
 	return tk, ok
 }
 
+// Quiet reports whether a success admitted with tk would change nothing,
+// so that its Report can be left out: it was admitted while closed, there
+// is no failure-ratio rule, and no consecutive failure is counted. It is
+// the common case, and small enough to be inlined into the caller.
+func (c *Circuit) Quiet(tk Ticket) bool {
+	return tk.state == Closed && c.ratio == nil && failsOf(c.word.Load()) == 0
+}
+
 // Report records the outcome of an attempt Allow let through. A ticket from
 // an earlier generation is ignored: the circuit has moved on.
 func (c *Circuit) Report(tk Ticket, o Outcome, now func() time.Time) {
 	if tk.state == Closed {
-		if o == Success && c.ratio == nil && failsOf(c.word.Load()) == 0 {
-			return // the common case: no failure to reset, nothing to write
+		if o == Success && c.Quiet(tk) {
+			return
 		}
 		c.reportClosed(tk.gen, o, now)
 		return

@@ -188,3 +188,38 @@ func BenchmarkClosedSuccess(b *testing.B) {
 		}
 	})
 }
+
+// Quiet says a success can be left unreported only when reporting it
+// would change nothing: a closed circuit, no failure counted, no ratio
+// rule. Each other case must be reported.
+func TestQuiet(t *testing.T) {
+	clk := newClock()
+	c := New(settings(2, 1, time.Second), nil)
+	tk := mustAllow(t, c, noClock)
+	if !c.Quiet(tk) {
+		t.Error("closed, nothing counted: Quiet is false")
+	}
+	c.Report(tk, Failure, clk.now)
+	if c.Quiet(tk) {
+		t.Error("a failure is counted: a success resets it: Quiet is true")
+	}
+	c.Report(mustAllow(t, c, noClock), Success, noClock)
+	if !c.Quiet(tk) {
+		t.Error("the success reset the count: Quiet is false")
+	}
+
+	c.Report(mustAllow(t, c, noClock), Failure, clk.now)
+	c.Report(mustAllow(t, c, noClock), Failure, clk.now) // opens
+	clk.advance(2 * time.Second)
+	probe := mustAllow(t, c, clk.now) // half-open
+	if c.Quiet(probe) {
+		t.Error("a probe's success closes the circuit: Quiet is true")
+	}
+
+	s := settings(0, 1, time.Second)
+	s.Ratio, s.MinCalls, s.Window = 0.5, 1, time.Minute
+	r := New(s, nil)
+	if r.Quiet(mustAllow(t, r, noClock)) {
+		t.Error("the ratio rule counts every success: Quiet is true")
+	}
+}
