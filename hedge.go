@@ -268,7 +268,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, admit
 			r.observe(&c)
 			if c.err == nil && !r.rules.retryableStatus(c.resp.StatusCode, r.keyed) {
 				if c.n != n {
-					r.tell(ctx, &Event{Kind: EventHedgeWon, Request: c.req, Attempt: c.n})
+					r.events.tell(ctx, &Event{Kind: EventHedgeWon, Request: c.req, Attempt: c.n})
 				}
 				for i, cancel := range cancels {
 					if i != c.n-n {
@@ -307,7 +307,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, admit
 				closeRequestBody(areq)
 				continue
 			}
-			r.tell(ctx, &Event{Kind: EventHedge, Request: areq, Attempt: n + sent})
+			r.events.tell(ctx, &Event{Kind: EventHedge, Request: areq, Attempt: n + sent})
 			launch(areq, n+sent, hedge.ticket, hedge.permit)
 			inflight++
 			sent++
@@ -325,19 +325,26 @@ type raceParams struct {
 	delay           time.Duration
 	maxHedges       int
 	maxAttempts     int
-	gate            *gate // the RoundTrip's brakes
+	gate            gate // the RoundTrip's brakes
 	lat             *latencies
-	prep            *preparer
-	rules           *rules // the Transport's: a usable response is one they would not retry
-	keyed           bool   // the request carries an Idempotency-Key
-	tell            func(context.Context, *Event)
+	prep            preparer // the hedges' own, so that the exchange stays on the stack
+	rules           rules    // the Transport's: a usable response is one they would not retry
+	keyed           bool     // the request carries an Idempotency-Key
+	events          teller
+}
+
+// teller is where a race reports its events: the Transport, to its logs
+// and hooks. An interface, so that the race holds the Transport with no
+// allocation of its own (a method value would be one).
+type teller interface {
+	tell(ctx context.Context, e *Event)
 }
 
 // observe reports one copy's outcome to the Breaker, the Throttle and the
 // latencies (a cancelled copy teaches nothing: the Breaker excludes it,
 // the Throttle skips it, and its time is not a latency).
 func (r *raceParams) observe(c *copyResult) {
-	r.gate.report(r.rules, &sentAttempt{ticket: c.ticket, permit: c.permit, req: c.sreq, resp: c.resp, err: c.err, sent: c.sent})
+	r.gate.report(&r.rules, &sentAttempt{ticket: c.ticket, permit: c.permit, req: c.sreq, resp: c.resp, err: c.err, sent: c.sent})
 	if c.err == nil {
 		r.lat.record(c.took)
 	}

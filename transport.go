@@ -348,12 +348,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			closeRequestBody(req)
 			return nil, err
 		}
-		raceRules := x.judge // its own, so that the exchange's stays on the stack
-		g := x.gate
-		prep := x.prep // the hedges' own, so that the exchange stays on the stack
 		x.hedge = &raceParams{base: x.base, via: x.via, attemptTimeout: p.AttemptTimeout, exchangeTimeout: p.ExchangeTimeout,
-			maxHedges: t.Hedge.maxHedges(), maxAttempts: p.MaxAttempts, gate: &g, lat: t.Hedge.latenciesOf(req.URL),
-			prep: &prep, rules: &raceRules, keyed: x.keyed, tell: t.tell}
+			maxHedges: t.Hedge.maxHedges(), maxAttempts: p.MaxAttempts, gate: x.gate, lat: t.Hedge.latenciesOf(req.URL),
+			prep: x.prep, rules: x.judge, keyed: x.keyed, events: t} // copies: the exchange stays on the stack
 	}
 	return t.run(&x)
 }
