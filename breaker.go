@@ -301,9 +301,9 @@ func (b *Breaker) eachState(f func(host string, s CircuitState)) {
 	})
 }
 
-// allow asks the circuit for one attempt, and returns the ticket its
-// report hands back; refused's error when it is refused. It is inlined
-// into the gate's allow.
+// allow asks the circuit for one attempt: the ticket its report hands
+// back, and whether the attempt may be sent (refused is the error when it
+// may not). It is inlined into the gate's allow.
 func (hc *hostCircuit) allow() (circuit.Ticket, bool) { return hc.c.Allow(clockNow) }
 
 // refused is the error of an attempt the open circuit refused.

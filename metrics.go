@@ -452,11 +452,11 @@ func (s *registryState) Collect(ch chan<- prometheus.Metric) {
 
 // hotCounters are the counters every request touches: requests by method
 // and outcome, and by attempts sent (from which collect derives the
-// attempts by number and the attempts-per-request histogram). Counting them in
-// Prometheus collectors would make every request on every core write the
-// same few cache lines; they are spread instead over shards, one picked at
-// random per request, and summed when scraped. A series appears when it
-// first counts something.
+// attempts by number and the attempts-per-request histogram). Counting
+// them in Prometheus collectors would make every request on every core
+// write the same few cache lines; they are spread instead over shards, one
+// picked at random per request, and summed when scraped. A series appears
+// when it first counts something.
 type hotCounters struct {
 	shards [hotShards]hotShard
 }
