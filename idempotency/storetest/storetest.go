@@ -568,14 +568,18 @@ func testTrailers(t *testing.T, s idempotency.Store) {
 	}
 }
 
-// testSlowHandler: a handler that runs three times LockTimeout keeps its
-// claim; a retry meanwhile gets 409, not a second run.
+// testSlowHandler: a handler that runs one and a half times LockTimeout
+// keeps its claim, extended on the way; a retry meanwhile gets 409, not a
+// second run. The lock is twice the short one, so that a machine that
+// stalls the claim's keeper for a second under load (a claim extended
+// every LockTimeout/3) does not lapse it; the test still takes 4.5 s.
 func testSlowHandler(t *testing.T, s idempotency.Store) {
-	c := &charges{delay: 3 * shortLock}
-	url := serve(t, s, c, idempotency.Options{LockTimeout: shortLock})
+	lock := 2 * shortLock
+	c := &charges{delay: lock + lock/2}
+	url := serve(t, s, c, idempotency.Options{LockTimeout: lock})
 	first := make(chan result)
 	go func() { first <- post(t, url, "slow-1", "", `{"amount":4}`) }()
-	time.Sleep(2 * shortLock)
+	time.Sleep(lock) // the handler runs until 1.5 × lock
 	if r := post(t, url, "slow-1", "", `{"amount":4}`); r.status != 409 {
 		t.Fatalf("a retry while the slow handler runs: %d %s, want 409", r.status, r.body)
 	}
