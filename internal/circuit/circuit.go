@@ -134,7 +134,8 @@ func (c *Circuit) Allow(now func() time.Time) (Ticket, bool) {
 // Quiet reports whether a success admitted with tk would change nothing,
 // so that its Report can be left out: it was admitted while closed, there
 // is no failure-ratio rule, and no consecutive failure is counted. It is
-// the common case, and small enough to be inlined into the caller.
+// the common case, and small enough to be inlined into the caller, which
+// asks it before Report (Report would find the same, a call later).
 func (c *Circuit) Quiet(tk Ticket) bool {
 	return tk.state == Closed && c.ratio == nil && failsOf(c.word.Load()) == 0
 }
@@ -143,9 +144,6 @@ func (c *Circuit) Quiet(tk Ticket) bool {
 // an earlier generation is ignored: the circuit has moved on.
 func (c *Circuit) Report(tk Ticket, o Outcome, now func() time.Time) {
 	if tk.state == Closed {
-		if o == Success && c.Quiet(tk) {
-			return
-		}
 		c.reportClosed(tk.gen, o, now)
 		return
 	}
