@@ -13,7 +13,7 @@ import (
 )
 
 // httpSender delivers http and https messages with the relay's Client,
-// the message's ID as Idempotency-Key unless it carries a key already.
+// their header as the Delivery has it (an Idempotency-Key included).
 type httpSender struct{ client *http.Client }
 
 func (s httpSender) Send(ctx context.Context, d Delivery) Result {
@@ -23,9 +23,6 @@ func (s httpSender) Send(ctx context.Context, d Delivery) Result {
 	}
 	for k, v := range d.Header {
 		req.Header[k] = v
-	}
-	if req.Header.Get(retryhttp.HeaderIdempotencyKey) == "" && req.Header.Get(retryhttp.HeaderXIdempotencyKey) == "" {
-		req.Header.Set(retryhttp.HeaderIdempotencyKey, d.ID)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {

@@ -55,8 +55,12 @@ type Message struct {
 	// URL is where to send it, absolute: an http or https URL, or one of
 	// a scheme a relay has a Sender for (natsoutbox.URL, rabbitoutbox.URL).
 	URL string
-	// Header is sent as given, with Idempotency-Key set to the message's ID
-	// unless it carries a key already.
+	// Header is sent as given, with its names in canonical form, and always
+	// with an Idempotency-Key, whatever the Sender: the message's own; the
+	// value of its X-Idempotency-Key when it has only that (which is sent
+	// too); otherwise the message's ID. That key is what the destination
+	// and the consumers of queue/kafka and queue/sqs deduplicate by, so a
+	// message without a key of its own is still run once.
 	Header http.Header
 	// Body is the request body.
 	Body []byte
@@ -130,7 +134,8 @@ func (o *Outbox) MigrateDown(ctx context.Context, to int) error {
 }
 
 // Enqueue adds m to the outbox through db and returns its ID, which is also
-// the Idempotency-Key it is delivered with. Written through the state
+// the Idempotency-Key it is delivered with when m carries no key of its own
+// (see Message.Header). Written through the state
 // change's transaction, the message exists if and only if the transaction
 // commits; relays are woken when it does.
 func (o *Outbox) Enqueue(ctx context.Context, db Querier, m Message) (string, error) {

@@ -372,7 +372,7 @@ func (r *Relay) deliver(ctx context.Context, m leased) int {
 		return 0
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.o.Lease)
-	res := s.Send(sctx, Delivery{ID: m.id, Method: m.method, URL: u, Header: m.header, Body: m.body, Deliveries: m.deliveries})
+	res := s.Send(sctx, Delivery{ID: m.id, Method: m.method, URL: u, Header: deliveryHeader(m.header, m.id), Body: m.body, Deliveries: m.deliveries})
 	cancel()
 	if ctx.Err() != nil {
 		return 0 // stopped: the lease hands the message to the next relay, or this one later

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // A Sender delivers messages to one kind of destination, named by the
@@ -30,12 +32,16 @@ type Sender interface {
 type Delivery struct {
 	// ID is the message's ID: its deduplication key at the destination.
 	ID string
-	// Method, URL, Header and Body are the message as enqueued (Method
-	// defaulted to POST).
+	// Method, URL and Body are the message as enqueued (Method defaulted
+	// to POST).
 	Method string
 	URL    *url.URL
-	Header http.Header
 	Body   []byte
+	// Header is the message's header as Message.Header says it is sent:
+	// names in canonical form, and always an Idempotency-Key, the
+	// destination's and its consumer's deduplication key. A Sender passes
+	// it on as it is.
+	Header http.Header
 	// Deliveries counts the attempts, this one included: above 1, the
 	// message may have arrived before.
 	Deliveries int
@@ -65,6 +71,27 @@ type SenderFunc func(ctx context.Context, d Delivery) Result
 
 // Send implements Sender.
 func (f SenderFunc) Send(ctx context.Context, d Delivery) Result { return f(ctx, d) }
+
+// deliveryHeader is the header message id is delivered with, for every
+// Sender alike: h's names in canonical form (HTTP's header names are
+// case-insensitive, a broker's are not, and consumers look up the
+// canonical Idempotency-Key), and an Idempotency-Key: h's own, else the
+// value of its X-Idempotency-Key, else id. h is not modified.
+func deliveryHeader(h http.Header, id string) http.Header {
+	out := make(http.Header, len(h)+1)
+	for k, vs := range h {
+		ck := http.CanonicalHeaderKey(k)
+		out[ck] = append(out[ck], vs...)
+	}
+	if out.Get(retryhttp.HeaderIdempotencyKey) == "" {
+		key := out.Get(retryhttp.HeaderXIdempotencyKey)
+		if key == "" {
+			key = id
+		}
+		out.Set(retryhttp.HeaderIdempotencyKey, key)
+	}
+	return out
+}
 
 // errNoSender is the error of a message whose scheme has no Sender in
 // this relay: retried, since a relay that has one (a newer version,

@@ -58,8 +58,9 @@ const Scheme = "kafka"
 const MessageIDHeader = "Outbox-Message-Id"
 
 // KeyHeader is the header whose value is the record's key when the URL
-// names none: the Idempotency-Key every outbox message carries (the
-// message's ID, unless the message set its own).
+// names none: the Idempotency-Key every outbox message is delivered with
+// (the message's own, or else its ID; see outbox.Message.Header), sent
+// as the record header of that name that queue/kafka's consumers key by.
 const KeyHeader = "Idempotency-Key"
 
 // URL is the outbox URL of a message for topic, with key as the record's

@@ -191,6 +191,89 @@ func TestOneEffectPerMessage(t *testing.T) {
 	}
 }
 
+// Messages enqueued without a key of their own (no header, a header
+// without one, an empty one), and with one under each name, reach the
+// topic with an Idempotency-Key header: their own, or their ID. Each is
+// produced twice, and a Consumer of queue/kafka with its default key runs
+// each message once and dead-letters none.
+func TestDefaultKey(t *testing.T) {
+	b := kafkatest.Start(t, 2)
+	p := outboxtest.Pool(t)
+	o := outboxtest.New(t, p)
+	topic := "keyless-" + uuid.NewString()[:8]
+	family := outboxtest.KeyFamily(24)
+	want := map[string]string{} // message ID: its key
+	for i, k := range family {
+		key := "" // the record's key from the header, or from the URL for every other message
+		if i%2 == 1 {
+			key = fmt.Sprint("order-", i)
+		}
+		id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: kafkaoutbox.URL(topic, key), Header: k.Header, Body: []byte("placed")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = k.Key
+		if k.Key == "" {
+			want[id] = id
+		}
+	}
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
+		Senders: map[string]outbox.Sender{kafkaoutbox.Scheme: outboxtest.Forgetful(newSender(t, b.Addr))},
+		Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
+	outboxtest.Eventually(t, "every message delivered", func() bool { return outboxtest.Pending(t, p, o) == 0 })
+	for _, r := range readAll(t, b.Addr, topic, 2*len(family)) {
+		id := header(r, kafkaoutbox.MessageIDHeader)
+		if got := header(r, kafka.KeyHeader); got != want[id] {
+			t.Fatalf("message %s reached Kafka with %s %q, want %q (headers %v)", id, kafka.KeyHeader, got, want[id], r.Headers)
+		}
+	}
+
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	effects := map[string]int{}
+	events := make(chan kafka.Event, 4*len(family))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup("keyless"), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c, err := kafka.NewConsumer(cl, kafka.Options{Runner: runner, Logger: outboxtest.Quiet,
+		Hooks: []kafka.Hook{kafka.HookFunc(func(_ context.Context, e kafka.Event) { events <- e })}},
+		func(ctx context.Context, r *kgo.Record) ([]byte, error) {
+			mu.Lock()
+			effects[header(r, kafkaoutbox.MessageIDHeader)]++
+			mu.Unlock()
+			return nil, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	for range 2 * len(family) {
+		select {
+		case e := <-events:
+			if e.Kind != kafka.EventProcessed && e.Kind != kafka.EventDuplicate {
+				t.Errorf("the consumer reported %v for a record: %v", e.Kind, e.Err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the consumer went a minute without an outcome")
+		}
+	}
+	cancel()
+	<-done
+	for id := range want {
+		if effects[id] != 1 {
+			t.Errorf("message %s had %d effects, want 1", id, effects[id])
+		}
+	}
+}
+
 // A URL without a valid topic is refused for good; a topic that does not
 // exist (and the broker will not create) is a failure the relay tries
 // again.

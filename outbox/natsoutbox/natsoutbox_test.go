@@ -113,8 +113,9 @@ func TestPublishedOncePerMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(m.Data), "order ") || m.Header.Get("Order") == "" {
-		t.Errorf("the first message: header %v, body %q", m.Header, m.Data)
+	if !strings.HasPrefix(string(m.Data), "order ") || m.Header.Get("Order") == "" ||
+		m.Header.Get("Idempotency-Key") != m.Header.Get(jetstream.MsgIDHeader) {
+		t.Errorf("the first message: header %v, body %q; want its header, and its ID as Idempotency-Key (it was enqueued without one)", m.Header, m.Data)
 	}
 }
 

@@ -112,7 +112,7 @@ func TestOneEffectPerMessage(t *testing.T) {
 	effects := map[string]int{}
 	copies := map[string]int{}
 	handle, err := rabbitmq.Handler(rabbitmq.Options{Runner: runner, Logger: outboxtest.Quiet}, func(ctx context.Context, d amqp.Delivery) ([]byte, error) {
-		if d.ContentType != "text/plain" || d.Headers["Order"] == nil || !strings.HasPrefix(string(d.Body), "order ") {
+		if d.ContentType != "text/plain" || d.Headers["Order"] == nil || !strings.HasPrefix(string(d.Body), "order ") || d.Headers["Idempotency-Key"] != d.MessageId {
 			return nil, fmt.Errorf("delivery lost its header or body: %+v", d)
 		}
 		mu.Lock()

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -46,11 +45,14 @@ const Scheme = "sqs"
 const MessageIDAttribute = "Outbox-Message-Id"
 
 // KeyHeader is the header whose value is a FIFO message's group when the
-// URL names none: the Idempotency-Key every outbox message carries (the
-// message's ID, unless the message set its own).
+// URL names none: the Idempotency-Key every outbox message is delivered
+// with (the message's own, or else its ID; see outbox.Message.Header),
+// sent as the attribute of that name that queue/sqs's consumers key by.
 const KeyHeader = "Idempotency-Key"
 
-// maxAttributes is how many message attributes SQS carries.
+// maxAttributes is how many message attributes SQS carries: the
+// MessageIDAttribute and the Idempotency-Key count among them, so a
+// message reaches SQS with at most eight header names besides its key.
 const maxAttributes = 10
 
 // URL is the outbox URL of a message for the queue at queueURL (as SQS
@@ -80,10 +82,11 @@ func New(cl *awssqs.Client) (*Sender, error) {
 
 // Send implements outbox.Sender: it sends d to the queue its URL names,
 // with d's header as message attributes (one per header, its values
-// joined by ", ") and d.ID as MessageIDAttribute; a queue whose name ends
-// in .fifo gets d.ID as the deduplication ID and the URL's group (or d's
-// KeyHeader) as the group. A URL without a queue, a header with more
-// names than SQS carries (ten attributes, the ID's included) and a
+// joined by ", "; an empty one is left out) and d.ID as MessageIDAttribute;
+// a queue whose name ends in .fifo gets d.ID as the deduplication ID and
+// the URL's group (or d's KeyHeader) as the group. A URL without a queue,
+// more attributes than the ten SQS carries (MessageIDAttribute and the
+// Idempotency-Key among them: eight other header names at most) and a
 // message SQS refuses for good (too large, invalid characters) are refused
 // for good; a queue that does not exist is a failure, retried (it may be
 // created meanwhile).
@@ -92,19 +95,15 @@ func (s *Sender) Send(ctx context.Context, d outbox.Delivery) outbox.Result {
 	if err != nil {
 		return outbox.Result{Err: err, Final: true}
 	}
-	if len(d.Header)+1 > maxAttributes {
-		return outbox.Result{Err: fmt.Errorf("sqsoutbox: %d header names and the message ID are more than the %d attributes SQS carries", len(d.Header), maxAttributes), Final: true}
-	}
 	attrs := map[string]types.MessageAttributeValue{MessageIDAttribute: stringAttribute(d.ID)}
-	names := make([]string, 0, len(d.Header))
-	for k := range d.Header {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		if v := strings.Join(d.Header[k], ", "); v != "" {
+	for k, vs := range d.Header {
+		if v := strings.Join(vs, ", "); v != "" {
 			attrs[k] = stringAttribute(v)
 		}
+	}
+	if len(attrs) > maxAttributes {
+		return outbox.Result{Err: fmt.Errorf("sqsoutbox: %d attributes (%d header names, the Idempotency-Key among them, and %s) are more than the %d SQS carries",
+			len(attrs), len(attrs)-1, MessageIDAttribute, maxAttributes), Final: true}
 	}
 	in := &awssqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(string(d.Body)), MessageAttributes: attrs}
 	if strings.HasSuffix(queueURL, ".fifo") {

@@ -181,6 +181,154 @@ func TestOneEffectPerMessage(t *testing.T) {
 	}
 }
 
+// Messages enqueued without a key of their own, and with one under each
+// name, reach SQS with an Idempotency-Key attribute: their own, or their
+// ID. Each is sent twice, and a Consumer of queue/sqs with its default key
+// runs each message once and dead-letters none.
+func TestDefaultKey(t *testing.T) {
+	s := sqstest.Start(t)
+	cl := client(s)
+	p := outboxtest.Pool(t)
+	o := outboxtest.New(t, p)
+	queueURL := createQueue(t, cl, "keyless-"+uuid.NewString()[:8], nil)
+	family := outboxtest.KeyFamily(12)
+	want := map[string]string{} // message ID: its key
+	for _, k := range family {
+		id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: sqsoutbox.URL(queueURL, ""), Header: k.Header, Body: []byte("placed")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = k.Key
+		if k.Key == "" {
+			want[id] = id
+		}
+	}
+	sender, err := sqsoutbox.New(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond,
+		Senders: map[string]outbox.Sender{sqsoutbox.Scheme: outboxtest.Forgetful(sender)},
+		Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
+	outboxtest.Eventually(t, "every message delivered", func() bool { return outboxtest.Pending(t, p, o) == 0 })
+
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	effects := map[string]int{}
+	var bad []string
+	seen := 0
+	c, err := sqs.NewConsumer(cl, sqs.Options{Runner: runner, QueueURL: queueURL, Logger: outboxtest.Quiet, WaitTime: time.Second,
+		Hooks: []sqs.Hook{sqs.HookFunc(func(_ context.Context, e sqs.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen++
+			if e.Kind != sqs.EventProcessed && e.Kind != sqs.EventDuplicate {
+				bad = append(bad, fmt.Sprint(e.Kind, ": ", e.Err))
+			}
+		})}},
+		func(ctx context.Context, m types.Message) ([]byte, error) {
+			id := attr(m, sqsoutbox.MessageIDAttribute)
+			mu.Lock()
+			defer mu.Unlock()
+			effects[id]++
+			if got := attr(m, sqs.KeyAttribute); got != want[id] {
+				bad = append(bad, fmt.Sprintf("message %s has %s %q, want %q", id, sqs.KeyAttribute, got, want[id]))
+			}
+			return nil, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	outboxtest.Eventually(t, "every copy run, replayed or dead", func() bool { mu.Lock(); defer mu.Unlock(); return seen >= 2*len(family) })
+	cancel()
+	<-done
+	for _, b := range bad {
+		t.Error(b)
+	}
+	for id := range want {
+		if effects[id] != 1 {
+			t.Errorf("message %s had %d effects, want 1", id, effects[id])
+		}
+	}
+}
+
+// SQS carries ten attributes, the message ID's and the Idempotency-Key's
+// among them: through the relay, a message with up to eight other header
+// names arrives with every one of them, a message with nine or more is
+// dead at once with the reason, whether it set its own key or not.
+func TestAttributeLimit(t *testing.T) {
+	s := sqstest.Start(t)
+	cl := client(s)
+	p := outboxtest.Pool(t)
+	o := outboxtest.New(t, p)
+	queueURL := createQueue(t, cl, "attrs-"+uuid.NewString()[:8], nil)
+	sender, err := sqsoutbox.New(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type msg struct {
+		names int
+		own   bool
+	}
+	ids := map[string]msg{}
+	for names := 0; names <= 10; names++ {
+		for _, own := range []bool{false, true} {
+			h := http.Header{}
+			for i := range names {
+				h.Set(fmt.Sprint("X-H", i), "v")
+			}
+			if own {
+				h.Set("Idempotency-Key", uuid.NewString())
+			}
+			id, err := o.Enqueue(context.Background(), p, outbox.Message{URL: sqsoutbox.URL(queueURL, ""), Header: h, Body: []byte("b")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[id] = msg{names, own}
+		}
+	}
+	outboxtest.Run(t, outbox.RelayOptions{Outbox: o, PollInterval: 10 * time.Millisecond, Senders: map[string]outbox.Sender{sqsoutbox.Scheme: sender}})
+	outboxtest.Eventually(t, "every message delivered or dead", func() bool {
+		var n int
+		if err := p.QueryRow(context.Background(), "SELECT count(*) FROM "+o.Table()+" WHERE status = 'pending'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+	delivered := 0
+	for id, m := range ids {
+		st, err := o.State(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus := outbox.Delivered
+		if m.names > 8 {
+			wantStatus = outbox.Dead
+		}
+		if st.Status != wantStatus {
+			t.Errorf("%d other header names (own key %v): %s (%s), want %s", m.names, m.own, st.Status, st.LastError, wantStatus)
+		}
+		if st.Status == outbox.Dead && !strings.Contains(st.LastError, "attributes") {
+			t.Errorf("%d other header names: dead with %q, want the attribute limit named", m.names, st.LastError)
+		}
+		if st.Status == outbox.Delivered {
+			delivered++
+		}
+	}
+	for _, m := range receiveAll(t, cl, queueURL, delivered) {
+		id := attr(m, sqsoutbox.MessageIDAttribute)
+		if got, want := len(m.MessageAttributes), ids[id].names+2; got != want {
+			t.Errorf("message %s with %d other header names arrived with %d attributes, want %d: %v", id, ids[id].names, got, want, m.MessageAttributes)
+		}
+	}
+}
+
 // A URL without a queue and a header with more names than SQS carries
 // are refused for good; a queue that does not exist is a failure the
 // relay tries again.
@@ -207,7 +355,7 @@ func TestUndeliverable(t *testing.T) {
 		many.Set(fmt.Sprint("X-H", i), "v")
 	}
 	if r := sender.Send(ctx, outbox.Delivery{ID: "m", URL: u, Header: many}); r.Err == nil || !r.Final {
-		t.Errorf("ten header names: %+v, want a final error", r)
+		t.Errorf("ten header names and the ID: %+v, want a final error", r)
 	}
 	missing, _ := url.Parse(sqsoutbox.URL(s.URL+"/000000000000/missing-"+uuid.NewString()[:8], ""))
 	if r := sender.Send(ctx, outbox.Delivery{ID: "m", URL: missing}); r.Err == nil || r.Final {

@@ -74,8 +74,9 @@ import (
 )
 
 // KeyHeader is the record header a Consumer takes a record's business key
-// from when Options.Key is nil: the Idempotency-Key an outbox message
-// carries (kafkaoutbox sends it as a header).
+// from when Options.Key is nil: the Idempotency-Key every outbox message is
+// delivered with (its own, or else its ID; kafkaoutbox sends it as a
+// header), so a message enqueued without a key is still run once.
 const KeyHeader = "Idempotency-Key"
 
 // Defaults of the zero Options fields.

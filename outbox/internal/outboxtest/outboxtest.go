@@ -6,7 +6,9 @@ package outboxtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -136,4 +138,38 @@ SELECT gen_random_uuid()::text, 'POST', $1, '{"kind":"order.paid"}'::bytea FROM 
 		}
 	}
 	return float64(n) / time.Since(start).Seconds()
+}
+
+// Keyed is a message's header and the Idempotency-Key it must be
+// delivered with: Key, or the message's ID when Key is "".
+type Keyed struct {
+	Header http.Header
+	Key    string
+}
+
+// KeyFamily is n headers cycling through the ways a message carries a key
+// or none: no header, a header without a key, an empty key, its own key
+// under the canonical name, a lower-case name and the X- name alone. Each
+// own key is unique to the call.
+func KeyFamily(n int) []Keyed {
+	run := uuid.NewString()[:8]
+	out := make([]Keyed, n)
+	for i := range out {
+		own := fmt.Sprintf("own-%s-%d", run, i)
+		switch i % 6 {
+		case 0:
+			out[i] = Keyed{}
+		case 1:
+			out[i] = Keyed{Header: http.Header{"Content-Type": {"text/plain"}}}
+		case 2:
+			out[i] = Keyed{Header: http.Header{"Idempotency-Key": {""}, "X-Order": {fmt.Sprint(i)}}}
+		case 3:
+			out[i] = Keyed{Header: http.Header{"Idempotency-Key": {own}}, Key: own}
+		case 4:
+			out[i] = Keyed{Header: http.Header{"idempotency-key": {own}}, Key: own}
+		case 5:
+			out[i] = Keyed{Header: http.Header{"X-Idempotency-Key": {own}}, Key: own}
+		}
+	}
+	return out
 }
