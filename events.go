@@ -80,7 +80,8 @@ const (
 	// Wait.
 	EventRetry EventKind = iota + 1
 	// EventGiveUp: an attempt failed retryably and no retry follows, for
-	// GiveUp; or the breaker refused an attempt.
+	// GiveUp; or a brake refused an attempt, before it was sent: the
+	// Limit, the Throttle, the Breaker or the Budget (see Reason.GaveUp).
 	EventGiveUp
 	// EventStacked: a layer above (or a Transport below) retries this
 	// request too; Signal names how the Transport knew.

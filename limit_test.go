@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -262,4 +263,91 @@ func TestTransportAsksAgainForAForgottenLimit(t *testing.T) {
 	<-done
 	assert.Equal(t, 1, inflight, "the call in flight is not counted by the Limit the Limiter now has for a")
 	assert.Equal(t, 0, stale, "the call in flight was counted by the forgotten Limit")
+}
+
+// A request's priority is its valid PriorityHeader's (any case), else its
+// context's, else Default: the server is sent that one, a misspelled
+// header giving way to the context's, and a refusal by the host's Limit
+// is counted under it, as the overload Metrics show it.
+func TestPriorityOfALimitRefusal(t *testing.T) {
+	cases := []struct {
+		header string // "" for none
+		ctx    *overload.Priority
+		sent   string // the header the server sees
+		want   overload.Priority
+	}{
+		{"", nil, "", overload.Default},
+		{"", ptr(overload.Critical), "critical", overload.Critical},
+		{"", ptr(overload.Sheddable), "sheddable", overload.Sheddable},
+		{"Critical", nil, "Critical", overload.Critical},
+		{"sheddable", ptr(overload.Critical), "sheddable", overload.Sheddable},
+		{"DEFAULT", ptr(overload.Critical), "DEFAULT", overload.Default},
+		{"critcal", ptr(overload.Critical), "critical", overload.Critical},
+		{"critcal", nil, "critcal", overload.Default},
+		{"urgent", ptr(overload.Sheddable), "sheddable", overload.Sheddable},
+	}
+	for _, c := range cases {
+		name := c.header + "/ctx="
+		if c.ctx != nil {
+			name += c.ctx.String()
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				reg := prometheus.NewRegistry()
+				m, err := overload.NewMetrics(reg)
+				require.NoError(t, err)
+				l, err := overload.NewLimiter(overload.Options{Min: 1, Max: 1, Name: "client", Hooks: []overload.Hook{m}})
+				require.NoError(t, err)
+				base := &slowBase{took: time.Second}
+				tr := &Transport{Base: base, Limit: l, Logger: slog.New(slog.DiscardHandler)}
+				mk := func() *http.Request {
+					req := newReq(t, "GET", "", nil)
+					if c.ctx != nil {
+						req = req.WithContext(overload.WithPriority(req.Context(), *c.ctx))
+					}
+					if c.header != "" {
+						req.Header.Set(overload.PriorityHeader, c.header)
+					}
+					return req
+				}
+				var wg sync.WaitGroup
+				goSend(t, &wg, tr, mk()) // holds the one slot
+				synctest.Wait()
+				_, err = tr.RoundTrip(mk())
+				require.ErrorIs(t, err, overload.ErrLimited)
+				wg.Wait()
+				assert.Equal(t, []string{c.sent}, base.priorities, "the header sent")
+				for _, p := range []overload.Priority{overload.Default, overload.Critical, overload.Sheddable} {
+					want := 0.0
+					if p == c.want {
+						want = 1
+					}
+					assert.Equal(t, want, refused(t, reg, p), "overload_refused_total{priority=%q}", p)
+				}
+			})
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// refused is overload_refused_total{priority=p} on reg, 0 without the
+// series.
+func refused(t *testing.T, reg *prometheus.Registry, p overload.Priority) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "overload_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "priority" && l.GetValue() == p.String() {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -112,8 +112,11 @@ const (
 	JitterEqual Jitter = 1
 	// JitterDecorrelated waits min(MaxDelay, U(BaseDelay, 3*previous wait)).
 	JitterDecorrelated Jitter = 2
-	// JitterNone waits the ceiling exactly. Clients that failed together retry
-	// together; use it in tests, not in production.
+	// JitterNone waits the ceiling exactly, and a wait the server names
+	// (Retry-After, a rate-limit header) exactly as named, without the
+	// spread of up to one ThrottleDelay the other strategies add to it.
+	// Clients that failed together retry together; use it in tests, not
+	// in production.
 	JitterNone Jitter = 3
 )
 

@@ -40,10 +40,17 @@ var ErrThrottled = errors.New("retryhttp: throttled")
 //
 // Where the Breaker stops all traffic to a host that is down and the
 // Budget caps what retries add, the Throttle sheds the share of traffic an
-// overloaded host is rejecting anyway. In a RoundTrip each attempt is
-// asked of BeforeAttempt, then the Throttle, then the Breaker, then sent;
-// after a retryable failure the Policy decides the wait and whether one
-// more attempt fits, and the Budget is asked last.
+// overloaded host is rejecting anyway. Transport.RoundTrip's doc gives the
+// order in which the brakes are asked.
+//
+// The Throttle is not priority-aware: a Critical request
+// (overload.WithPriority) is rejected as often as any other. Its ratio
+// measures what the host accepts of this client's traffic as a whole, and
+// a host that sheds by priority (overload.Shedder) accepts critical
+// requests longer, so that their successes already count as accepts; a
+// client that exempted them would spend the host's capacity on the
+// requests it rejects. Where critical traffic must not be throttled, send
+// it through a Transport without a Throttle.
 //
 // The zero Throttle uses the defaults. A Throttle is safe for concurrent
 // use; share one *Throttle among the Transports that call the same hosts.

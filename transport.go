@@ -222,9 +222,13 @@ func (t *Transport) trackBreaker() {
 
 // RoundTrip implements http.RoundTripper.
 //
-// Each attempt is asked of BeforeAttempt, then the Throttle, then the
-// Breaker, and sent; after a retryable failure, the Policy decides the
-// wait and whether another attempt fits, and the Budget is asked last.
+// The order of the brakes, the one list the other docs refer to: each
+// attempt is asked of BeforeAttempt, then the Limit (where it may wait in
+// the host's queue), then the Throttle, then the Breaker, and sent; after
+// a retryable failure, the Policy decides the wait and whether another
+// attempt fits, and the Budget is asked last. A brake that refuses ends
+// the RoundTrip with its Reason (ReasonLimited, ReasonThrottled,
+// ReasonCircuitOpen, ReasonBudget), an EventGiveUp, and nothing sent.
 //
 // What the caller gets: the outcome of the last attempt sent. When it is a
 // response (a success, a status not retried, or the last 503 when the
@@ -306,10 +310,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	case x.keyed:
 		stableKey = keyOf(x.prep.header)
 	}
-	if pr, ok := overload.PriorityFrom(x.ctx); ok && len(x.prep.header[overload.PriorityHeader]) == 0 {
-		x.prep.header = withPriority(x.prep.header, pr) // the caller's header is left as it is
-		x.prep.rewritten = true
-	}
+	x.priority()
 	x.start, x.p = mono(), p
 	if p.MaxAttempts > 1 { // a Transport that sends once stacks on nothing
 		if signal := t.upperRetry(&x, c, stableKey, derived); signal != stackedNone {

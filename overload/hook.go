@@ -49,7 +49,7 @@ type Event struct {
 	Kind     EventKind
 	Name     string   // Options.Name
 	Key      string   // the key: a Transport's host; empty for a Shedder
-	Priority Priority // the refused request's, for a Shedder's EventRefused
+	Priority Priority // an EventRefused's: the refused request's (a Shedder's from its header or context, a Limiter's from its context)
 	Limit    int
 	InFlight int
 }

@@ -37,24 +37,29 @@ func (p Priority) String() string {
 	return "default"
 }
 
-// parsePriority reads a header value; anything but "critical" or
-// "sheddable" (in any case) is Default, so that a client cannot make its
-// requests critical by misspelling.
-func parsePriority(v string) Priority {
+// ParsePriority reads a PriorityHeader value: "critical", "default" or
+// "sheddable", in any case. ok is false for anything else (empty or
+// misspelled), which a Shedder and a retryhttp.Transport ignore as if the
+// header were absent: a misspelling neither makes a request critical nor
+// hides the priority its context carries.
+func ParsePriority(v string) (p Priority, ok bool) {
 	switch {
 	case strings.EqualFold(v, "critical"):
-		return Critical
+		return Critical, true
 	case strings.EqualFold(v, "sheddable"):
-		return Sheddable
+		return Sheddable, true
+	case strings.EqualFold(v, "default"):
+		return Default, true
 	}
-	return Default
+	return Default, false
 }
 
 type priorityKey struct{}
 
 // WithPriority returns a context whose requests carry priority p: a
 // retryhttp.Transport sends it as the PriorityHeader header on every
-// attempt, and a Shedder reads it.
+// attempt (unless the request carries a valid one of its own), and
+// counts its Limit's refusals under it; a Shedder reads it.
 func WithPriority(ctx context.Context, p Priority) context.Context {
 	return context.WithValue(ctx, priorityKey{}, p)
 }
@@ -67,12 +72,12 @@ func PriorityFrom(ctx context.Context) (Priority, bool) {
 	return p, ok
 }
 
-// requestPriority is the priority a server gives r: its header's, or, with
-// none, its context's (a middleware outside the Shedder may have set it),
-// or Default.
+// requestPriority is the priority a server gives r: its header's, or,
+// without a valid one, its context's (a middleware outside the Shedder may
+// have set it), or Default.
 func requestPriority(r *http.Request) Priority {
-	if v := r.Header.Get(PriorityHeader); v != "" {
-		return parsePriority(v)
+	if p, ok := ParsePriority(r.Header.Get(PriorityHeader)); ok {
+		return p
 	}
 	if p, ok := PriorityFrom(r.Context()); ok {
 		return p

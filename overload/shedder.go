@@ -113,7 +113,9 @@ func (s *Shedder) Handler(next http.Handler) http.Handler {
 	})
 }
 
-func share(p Priority) float64 {
+// share is the percentage of the limit below which a request of
+// priority p is admitted.
+func share(p Priority) int64 {
 	switch p {
 	case Sheddable:
 		return gradient.ShareSheddable

@@ -2,6 +2,7 @@ package overload_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -150,4 +151,103 @@ func TestShedOptionsValidated(t *testing.T) {
 	}
 	close(release)
 	<-done
+}
+
+// For every pinned limit from 1 to 40, a request is admitted exactly
+// while the requests in flight are fewer than its priority's share of the
+// limit (half for a sheddable one, 80% for a default one, the whole limit
+// for a critical one), and one request is always admitted: the shares are
+// not rounded down on small limits.
+func TestShedderSharesAtEveryLimit(t *testing.T) {
+	shares := []struct {
+		p        string
+		num, den int // the share: num/den of the limit
+	}{{"sheddable", 1, 2}, {"default", 4, 5}, {"critical", 1, 1}}
+	for limit := 1; limit <= 40; limit++ {
+		for _, sh := range shares {
+			// The largest in-flight count that admits one more: the
+			// greatest n with n < limit*num/den, and never below 0.
+			want := max(0, (limit*sh.num-1)/sh.den)
+			t.Run(fmt.Sprint(limit, "/", sh.p), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					s, err := overload.NewShedder(overload.ShedOptions{Limit: overload.Options{Min: limit, Max: limit}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					release := make(chan struct{})
+					h := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+					serve := func() int {
+						r := httptest.NewRequest(http.MethodPost, "/", nil)
+						r.Header.Set(overload.PriorityHeader, sh.p)
+						w := httptest.NewRecorder()
+						h.ServeHTTP(w, r)
+						return w.Code
+					}
+					var wg sync.WaitGroup
+					admittedAt := -1 // the largest in-flight count a request was admitted at
+					for n := 0; n <= limit; n++ {
+						codes := make(chan int, 1)
+						wg.Go(func() { codes <- serve() })
+						synctest.Wait()
+						select {
+						case code := <-codes:
+							if code != http.StatusServiceUnavailable {
+								t.Fatalf("limit %d, %s at %d in flight: %d", limit, sh.p, n, code)
+							}
+						default: // admitted: held in the handler
+							admittedAt = n
+							continue
+						}
+						break
+					}
+					close(release)
+					wg.Wait()
+					if admittedAt != want {
+						t.Errorf("limit %d: a %s request is admitted up to %d in flight, want %d (fewer than %d/%d of the limit, one always)",
+							limit, sh.p, admittedAt, want, sh.num, sh.den)
+					}
+				})
+			})
+		}
+	}
+}
+
+// A request's priority at the Shedder is its valid header's (any case),
+// else its context's (set by a middleware outside), else Default: a
+// misspelled header is ignored, never a way past the context's.
+func TestShedderPriorityOfARequest(t *testing.T) {
+	crit, shed := overload.Critical, overload.Sheddable
+	cases := []struct {
+		header string
+		ctx    *overload.Priority
+		want   overload.Priority
+	}{
+		{"", nil, overload.Default},
+		{"", &crit, overload.Critical},
+		{"SHEDDABLE", nil, overload.Sheddable},
+		{"sheddable", &crit, overload.Sheddable},
+		{"default", &crit, overload.Default},
+		{"critcal", &shed, overload.Sheddable},
+		{"critcal", nil, overload.Default},
+		{" critical", nil, overload.Default},
+	}
+	s, err := overload.NewShedder(overload.ShedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		var got overload.Priority
+		h := s.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got, _ = overload.PriorityFrom(r.Context()) }))
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		if c.header != "" {
+			r.Header.Set(overload.PriorityHeader, c.header)
+		}
+		if c.ctx != nil {
+			r = r.WithContext(overload.WithPriority(r.Context(), *c.ctx))
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if got != c.want {
+			t.Errorf("header %q, context %v: the handler saw %v, want %v", c.header, c.ctx, got, c.want)
+		}
+	}
 }

@@ -267,7 +267,7 @@ func (s *sim) send(c *simClient, id int, at time.Duration) {
 // arrive is an attempt reaching the server.
 func (s *sim) arrive(e event) {
 	if s.shed != nil {
-		if float64(s.shed.inflight) >= s.shed.g.Value()*gradient.ShareDefault {
+		if float64(s.shed.inflight)*100 >= s.shed.g.Value()*gradient.ShareDefault {
 			s.shed.shed++
 			s.q.push(event{at: e.at + s.netDelay(), client: e.client, kind: evReply, attempt: e.attempt, retryAfter: shedRetryAfter})
 			return

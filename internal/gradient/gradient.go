@@ -56,11 +56,13 @@ const (
 	growth    = 4
 )
 
-// The shares of the limit a Shedder admits a Default and a Sheddable
-// request below; a Critical one may fill it all.
+// The shares of the limit, in percent, that a Shedder admits a Default
+// and a Sheddable request below; a Critical one may fill it all. Percent
+// so that "fewer than 80% of 4" is compared exactly (3 in flight admit
+// one more), not rounded down.
 const (
-	ShareDefault   = 0.8
-	ShareSheddable = 0.5
+	ShareDefault   = 80
+	ShareSheddable = 50
 )
 
 // Update moves the limit after a sample: an attempt that took rtt while
