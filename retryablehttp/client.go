@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -176,6 +177,28 @@ type call struct {
 	retry       bool           // CheckRetry's last verdict
 	waiting     bool           // a retry was decided and its attempt not yet begun
 	deadline    bool           // the Transport would not wait past the context's deadline
+	hookHeader  http.Header    // what RequestLogHook set (nil: deleted) in the caller's header so far
+}
+
+// noteHeader keeps the changes RequestLogHook made to the caller's
+// header, from before to after, for this attempt and the ones after it.
+func (cl *call) noteHeader(before, after http.Header) {
+	for k, v := range after {
+		if !slices.Equal(before[k], v) {
+			if cl.hookHeader == nil {
+				cl.hookHeader = http.Header{}
+			}
+			cl.hookHeader[k] = slices.Clone(v)
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			if cl.hookHeader == nil {
+				cl.hookHeader = http.Header{}
+			}
+			cl.hookHeader[k] = nil
+		}
+	}
 }
 
 func callOf(ctx context.Context) *call {
@@ -197,12 +220,32 @@ func sendAttempt(r *http.Request) (*http.Response, error) {
 	cl.waiting = false
 	cl.resp, cl.respRequest, cl.doErr, cl.respErr = nil, nil, nil, nil
 	if h := cl.c.RequestLogHook; h != nil {
-		h(hookLogger(cl.logger), r, i)
+		// As go-retryablehttp does, the hook is given the caller's request
+		// itself, so that what it writes there stays for the attempts
+		// after; the changes to its header are carried onto this attempt's.
+		before := cl.req.Request.Header.Clone()
+		h(hookLogger(cl.logger), cl.req.Request, i)
+		cl.noteHeader(before, cl.req.Request.Header)
+	}
+	if len(cl.hookHeader) > 0 {
+		r.Header = r.Header.Clone() // the Transport's, shared by the call's attempts
+		for k, v := range cl.hookHeader {
+			if v == nil {
+				delete(r.Header, k)
+			} else {
+				r.Header[k] = v
+			}
+		}
 	}
 	resp, err := cl.c.HTTPClient.Do(r)
 	cl.resp, cl.doErr = resp, err
 	if resp != nil {
+		// The caller's request, as go-retryablehttp returns it; a
+		// redirect's when HTTPClient followed one.
 		cl.respRequest = resp.Request
+		if resp.Request == r {
+			cl.respRequest = cl.req.Request
+		}
 	}
 	if err != nil {
 		return nil, err // a response beside an error (a CheckRedirect's) is closed already
@@ -243,14 +286,20 @@ func backoff(r *http.Request, n int, _ *http.Response) time.Duration {
 	return cl.backoff(cl.c.RetryWaitMin, cl.c.RetryWaitMax, n-1, cl.resp)
 }
 
-// beforeAttempt calls PrepareRetry with each retry's request.
+// beforeAttempt calls PrepareRetry with each retry's request: the
+// caller's, as go-retryablehttp gives it.
 func beforeAttempt(r *http.Request) error {
 	cl := callOf(r.Context())
 	cl.waiting = false
 	if retryhttp.AttemptFromContext(r.Context()) <= 1 || cl.c.PrepareRetry == nil {
 		return nil
 	}
-	if err := cl.c.PrepareRetry(r); err != nil {
+	// The caller's request, as for RequestLogHook: its header's changes
+	// carry onto this attempt and the ones after it.
+	before := cl.req.Request.Header.Clone()
+	err := cl.c.PrepareRetry(cl.req.Request)
+	cl.noteHeader(before, cl.req.Request.Header)
+	if err != nil {
 		cl.prepareErr = err
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -311,4 +312,113 @@ func sameOutcome(t *testing.T, theirs, mine outcome) {
 	if fmt.Sprintf("%+v", theirs) != fmt.Sprintf("%+v", mine) {
 		t.Errorf("go-retryablehttp:\n  %+v\nthis package:\n  %+v", theirs, mine)
 	}
+}
+
+// What a RequestLogHook and a PrepareRetry write in the request's header
+// stays for the attempts after (they are given the caller's request, as
+// go-retryablehttp gives it), a header one deletes is sent no more, and
+// resp.Request is the request the caller's Request embeds, or the
+// redirect's request when HTTPClient followed one: the same in both
+// packages.
+func TestHookHeadersAndResponseRequestSideBySide(t *testing.T) {
+	for _, redirect := range []bool{false, true} {
+		t.Run(fmt.Sprint("redirect=", redirect), func(t *testing.T) {
+			type seen struct {
+				headers  []string // per request: its X- headers
+				same     bool     // resp.Request == the *http.Request the caller's Request embeds
+				respPath string
+				after    string // the caller's X- headers after Do
+			}
+			run := func(do func(*http.Request, func(*http.Request, int), func(*http.Request)) (*http.Response, *http.Request, error)) seen {
+				var mu sync.Mutex
+				var s seen
+				n := 0
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					mu.Lock()
+					s.headers = append(s.headers, xHeaders(r.Header))
+					n++
+					k := n
+					mu.Unlock()
+					if redirect && r.URL.Path == "/a" {
+						http.Redirect(w, r, "/b", http.StatusFound)
+						return
+					}
+					if k < 4+boolInt(redirect)*3 {
+						w.WriteHeader(http.StatusServiceUnavailable)
+						return
+					}
+					w.WriteHeader(http.StatusOK)
+				}))
+				defer srv.Close()
+				req, err := http.NewRequest(http.MethodGet, srv.URL+"/a", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("X-Gone", "at the third attempt")
+				hook := func(r *http.Request, i int) {
+					r.Header.Set(fmt.Sprint("X-Attempt-", i), "seen")
+					if i == 2 {
+						r.Header.Del("X-Gone")
+					}
+				}
+				prepare := func(r *http.Request) { r.Header.Add("X-Prepared", "once more") }
+				resp, embedded, err := do(req, hook, prepare)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				s.same, s.respPath, s.after = resp.Request == embedded, resp.Request.URL.Path, xHeaders(embedded.Header)
+				return s
+			}
+			theirs := run(func(req *http.Request, hook func(*http.Request, int), prepare func(*http.Request)) (*http.Response, *http.Request, error) {
+				c := upstream.NewClient()
+				c.Logger, c.RetryMax, c.RetryWaitMin, c.RetryWaitMax = nil, 5, time.Millisecond, time.Millisecond
+				c.RequestLogHook = func(_ upstream.Logger, r *http.Request, i int) { hook(r, i) }
+				c.PrepareRetry = func(r *http.Request) error { prepare(r); return nil }
+				rr, err := upstream.FromRequest(req)
+				if err != nil {
+					return nil, nil, err
+				}
+				resp, err := c.Do(rr)
+				return resp, rr.Request, err
+			})
+			mine := run(func(req *http.Request, hook func(*http.Request, int), prepare func(*http.Request)) (*http.Response, *http.Request, error) {
+				c := ours.NewClient()
+				c.Logger, c.RetryMax, c.RetryWaitMin, c.RetryWaitMax = nil, 5, time.Millisecond, time.Millisecond
+				c.RequestLogHook = func(_ ours.Logger, r *http.Request, i int) { hook(r, i) }
+				c.PrepareRetry = func(r *http.Request) error { prepare(r); return nil }
+				rr, err := ours.FromRequest(req)
+				if err != nil {
+					return nil, nil, err
+				}
+				resp, err := c.Do(rr)
+				return resp, rr.Request, err
+			})
+			if fmt.Sprintf("%+v", theirs) != fmt.Sprintf("%+v", mine) {
+				t.Errorf("go-retryablehttp:\n  %+v\nthis package:\n  %+v", theirs, mine)
+			}
+			if !redirect && !mine.same {
+				t.Error("resp.Request is not the request the caller's Request embeds")
+			}
+		})
+	}
+}
+
+// xHeaders is h's X- headers, sorted, as one string.
+func xHeaders(h http.Header) string {
+	var out []string
+	for k, v := range h {
+		if strings.HasPrefix(k, "X-") {
+			out = append(out, k+"="+strings.Join(v, ","))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
