@@ -64,19 +64,27 @@ func RunTransactional(t *testing.T, newEnv func(t *testing.T) TxEnv) {
 	}
 	t.Run("a request whose claim expired cannot commit", func(t *testing.T) {
 		env := newEnv(t)
-		h := &chargeHandler{charge: env.Charge, script: []string{"slow", "ok"}}
-		url := txServer(t, stalled{env.Store}, h, 150*time.Millisecond)
+		entered, release := make(chan struct{}), make(chan struct{})
+		h := &chargeHandler{charge: env.Charge, script: []string{"block", "ok"}, entered: entered, release: release}
+		url := txServer(t, lapsing{TxStore: env.Store, lock: lapse}, h, 0)
 		slow := make(chan int)
 		go func() { code, _ := postKey(t, url, "tx-4"); slow <- code }()
-		time.Sleep(250 * time.Millisecond) // past the lock timeout, while the first still runs
-		if code, _ := postKey(t, url, "tx-4"); code != 201 {
-			t.Fatalf("second: %d, want 201 after the lock timeout", code)
+		select {
+		case <-entered: // the first request holds the claim, its transaction open
+		case <-time.After(time.Minute):
+			t.Fatal("the first request's handler did not run within a minute")
 		}
+		// Once its claim lapses in the store, a retry runs.
+		if code, body := untilFresh(t, url, "tx-4"); code != 201 {
+			close(release)
+			t.Fatalf("second: %d %s, want 201 once the first's claim lapsed", code, body)
+		}
+		close(release)
 		if code := <-slow; code != 503 {
-			t.Errorf("the slow first request answered %d, want 503 (its commit must fail)", code)
+			t.Errorf("the first request answered %d, want 503 (its commit must fail)", code)
 		}
 		if n := env.Charges(); n != 1 {
-			t.Fatalf("%d charges, want 1: the slow request's effect must roll back", n)
+			t.Fatalf("%d charges, want 1: the first request's effect must roll back", n)
 		}
 	})
 	t.Run("needs a TxStore", func(t *testing.T) {
@@ -88,13 +96,14 @@ func RunTransactional(t *testing.T, newEnv func(t *testing.T) TxEnv) {
 }
 
 // chargeHandler charges through the request's transaction and answers
-// by its script: "ok" (201), "503", "panic", "slow" (then 201); the last
-// step repeats.
+// by its script: "ok" (201), "503", "panic", "block" (tells entered, waits
+// for release, then 201); the last step repeats.
 type chargeHandler struct {
-	charge func(r *http.Request) (int64, error)
-	mu     sync.Mutex
-	script []string
-	calls  int
+	charge           func(r *http.Request) (int64, error)
+	entered, release chan struct{}
+	mu               sync.Mutex
+	script           []string
+	calls            int
 }
 
 func (h *chargeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -113,19 +122,48 @@ func (h *chargeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "panic":
 		panic("handler bug")
-	case "slow":
-		time.Sleep(400 * time.Millisecond)
+	case "block":
+		h.entered <- struct{}{}
+		<-h.release
 	}
 	w.WriteHeader(http.StatusCreated)
 	fmt.Fprintf(w, `{"id":%d}`, id)
 }
 
-// stalled is a store whose claims are never extended, as when the process
-// holding them is cut off from the database: they expire under a running
-// handler.
-type stalled struct{ idempotency.TxStore }
+// lapse is how long a lapsing store's claims hold their key.
+const lapse = 200 * time.Millisecond
 
-func (stalled) Extend(context.Context, idempotency.ExtendParams) error { return nil }
+// lapsing is a store whose claims lapse after lock, in the store, whatever
+// LockTimeout the middleware claims with, and are never extended: the
+// process holding them is cut off from the database. The middleware keeps
+// its own LockTimeout, and the StoreTimeout that follows from it (a third
+// of it), so that a store call slowed by a loaded machine is not taken for
+// a store that stalls, as it would be under a LockTimeout as short as the
+// lapse.
+type lapsing struct {
+	idempotency.TxStore
+	lock time.Duration
+}
+
+func (s lapsing) Claim(ctx context.Context, p idempotency.ClaimParams) (*idempotency.Record, error) {
+	p.Lock = s.lock
+	return s.TxStore.Claim(ctx, p)
+}
+
+func (lapsing) Extend(context.Context, idempotency.ExtendParams) error { return nil }
+
+// untilFresh posts key until the answer is not a 409 (the key still held),
+// for up to a minute: how long the key stays held depends on the store's
+// clock and the machine's load, not on a sleep the test could time.
+func untilFresh(t *testing.T, url, key string) (int, string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		code, body := postKey(t, url, key)
+		if code != http.StatusConflict || time.Now().After(deadline) {
+			return code, body
+		}
+	}
+}
 
 func txServer(t *testing.T, s idempotency.TxStore, h http.Handler, lock time.Duration) string {
 	m, err := idempotency.New(idempotency.Options{Store: s, Transactional: true, LockTimeout: lock, Logger: quiet})
