@@ -23,7 +23,6 @@ import (
 	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/kafka"
 	"github.com/retryhttp/retryhttp/shared/kafkatest"
-	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -314,9 +313,7 @@ func TestUndeliverable(t *testing.T) {
 // none lost; kcat, a second client, reads every one with its key and its
 // message ID.
 func TestBrokerKilledUnderTheRelay(t *testing.T) {
-	if _, err := exec.LookPath("kcat"); err != nil {
-		testenv.Unreachable(t, "kcat", "PATH", err)
-	}
+	kcat := kafkatest.Kcat(t)
 	topic := "orders-" + uuid.NewString()[:8]
 	b := kafkatest.Start(t, 2, topic) // named at the start: it survives the SIGKILL
 	p := outboxtest.Pool(t)
@@ -343,7 +340,7 @@ func TestBrokerKilledUnderTheRelay(t *testing.T) {
 	b.Start()
 	outboxtest.Eventually(t, "the rest delivered once the broker is back", func() bool { return outboxtest.Pending(t, p, o) == 0 })
 
-	out, err := exec.Command("kcat", "-C", "-b", b.Addr, "-t", topic, "-o", "beginning", "-e", "-q",
+	out, err := exec.Command(kcat, "-C", "-b", b.Addr, "-t", topic, "-o", "beginning", "-e", "-q",
 		"-f", "%k %h\n").CombinedOutput()
 	if err != nil {
 		t.Fatalf("kcat: %v\n%s", err, out)

@@ -150,3 +150,50 @@ func (b *Broker) Kill() {
 	b.cmd.Wait()
 	b.cmd = nil
 }
+
+// Kcat returns the path of kcat, the second Kafka client the tests read
+// back with (librdkafka's, Debian's package kcat). Where it is missing and
+// the tests run as root on a machine with apt-get, it is installed, once
+// for all the test processes (apt-get holds its own lock; a failed try is
+// repeated after apt-get update); elsewhere the test is skipped loudly
+// (failed under CI=true), saying what to install.
+func Kcat(t testing.TB) string {
+	t.Helper()
+	kcatOnce.Do(func() {
+		if kcatPath, kcatErr = exec.LookPath("kcat"); kcatErr == nil {
+			return
+		}
+		apt, err := exec.LookPath("apt-get")
+		if err != nil || os.Geteuid() != 0 {
+			return // kcatErr says it is not on PATH
+		}
+		install := func() ([]byte, error) {
+			cmd := exec.Command(apt, "install", "-y", "-q", "kcat")
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			return cmd.CombinedOutput()
+		}
+		out, err := install()
+		if err != nil {
+			if upd, uerr := exec.Command(apt, "update", "-q").CombinedOutput(); uerr != nil {
+				out = append(out, upd...)
+			} else {
+				out, err = install()
+			}
+		}
+		if err != nil {
+			kcatErr = fmt.Errorf("apt-get install kcat: %v\n%s", err, out)
+			return
+		}
+		kcatPath, kcatErr = exec.LookPath("kcat")
+	})
+	if kcatErr != nil {
+		testenv.Unreachable(t, "kcat", "PATH (apt-get install kcat)", kcatErr)
+	}
+	return kcatPath
+}
+
+var (
+	kcatOnce sync.Once
+	kcatPath string
+	kcatErr  error
+)
