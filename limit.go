@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/retryhttp/retryhttp/overload"
@@ -17,22 +18,22 @@ func withPriority(h http.Header, p overload.Priority) http.Header {
 	return c
 }
 
-// priority gives the request one priority for the server and for the
-// host's Limit: a valid PriorityHeader of the caller's is kept, and its
-// priority put in the context the Limit counts a refusal under, when the
-// context names none; otherwise the context's priority is sent as the
-// header, in place of a misspelled one.
-func (x *exchange) priority() {
-	if vs := x.prep.header[overload.PriorityHeader]; len(vs) > 0 {
+// requestPriority gives a request one priority, for the server and for
+// the host's Limit: a valid PriorityHeader in h is kept, and its priority
+// put in the context the Limit counts a refusal under; otherwise the
+// context's priority is sent, in a copy of h, in place of a header that is
+// absent or misspelled (rewritten reports that copy).
+func requestPriority(ctx context.Context, h http.Header) (_ context.Context, _ http.Header, rewritten bool) {
+	if vs := h[overload.PriorityHeader]; len(vs) > 0 {
 		if hp, ok := overload.ParsePriority(vs[0]); ok {
-			if cur, had := overload.PriorityFrom(x.ctx); !had || cur != hp {
-				x.ctx = overload.WithPriority(x.ctx, hp)
+			if cur, had := overload.PriorityFrom(ctx); !had || cur != hp {
+				ctx = overload.WithPriority(ctx, hp)
 			}
-			return
+			return ctx, h, false
 		}
 	}
-	if pr, ok := overload.PriorityFrom(x.ctx); ok {
-		x.prep.header = withPriority(x.prep.header, pr) // the caller's header is left as it is
-		x.prep.rewritten = true
+	if pr, ok := overload.PriorityFrom(ctx); ok {
+		return ctx, withPriority(h, pr), true // the caller's header is left as it is
 	}
+	return ctx, h, false
 }

@@ -310,7 +310,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	case x.keyed:
 		stableKey = keyOf(x.prep.header)
 	}
-	x.priority()
+	var rewritten bool
+	if x.ctx, x.prep.header, rewritten = requestPriority(x.ctx, x.prep.header); rewritten {
+		x.prep.rewritten = true
+	}
 	x.start, x.p = mono(), p
 	if p.MaxAttempts > 1 { // a Transport that sends once stacks on nothing
 		if signal := t.upperRetry(&x, c, stableKey, derived); signal != stackedNone {
