@@ -223,8 +223,12 @@ func sendAttempt(r *http.Request) (*http.Response, error) {
 		// As go-retryablehttp does, the hook is given the caller's request
 		// itself, so that what it writes there stays for the attempts
 		// after; the changes to its header are carried onto this attempt's.
+		// Its Body is this attempt's, as go-retryablehttp rewinds it
+		// before the hook.
 		before := cl.req.Request.Header.Clone()
+		cl.req.Request.Body = r.Body
 		h(hookLogger(cl.logger), cl.req.Request, i)
+		r.Body = cl.req.Request.Body
 		cl.noteHeader(before, cl.req.Request.Header)
 	}
 	if len(cl.hookHeader) > 0 {

@@ -422,3 +422,75 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// A RequestLogHook that reads the request's body (to log it) and puts it
+// back reads the body of each attempt, and the server gets it whole: the
+// same in both packages.
+func TestHookReadsTheBodySideBySide(t *testing.T) {
+	type seen struct{ Hook, Server []string }
+	run := func(newClient func(hook func(*http.Request)) func(*http.Request) (*http.Response, error)) seen {
+		var mu sync.Mutex
+		var s seen
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			s.Server = append(s.Server, string(b))
+			n := len(s.Server)
+			mu.Unlock()
+			if n < 3 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		}))
+		defer srv.Close()
+		do := newClient(func(r *http.Request) {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			s.Hook = append(s.Hook, string(b))
+			mu.Unlock()
+			r.Body = io.NopCloser(strings.NewReader(string(b)))
+		})
+		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("payload"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return s
+	}
+	theirs := run(func(hook func(*http.Request)) func(*http.Request) (*http.Response, error) {
+		c := upstream.NewClient()
+		c.Logger, c.RetryMax, c.RetryWaitMin, c.RetryWaitMax = nil, 3, time.Millisecond, time.Millisecond
+		c.RequestLogHook = func(_ upstream.Logger, r *http.Request, _ int) { hook(r) }
+		return func(req *http.Request) (*http.Response, error) {
+			rr, err := upstream.FromRequest(req)
+			if err != nil {
+				return nil, err
+			}
+			return c.Do(rr)
+		}
+	})
+	mine := run(func(hook func(*http.Request)) func(*http.Request) (*http.Response, error) {
+		c := ours.NewClient()
+		c.Logger, c.RetryMax, c.RetryWaitMin, c.RetryWaitMax = nil, 3, time.Millisecond, time.Millisecond
+		c.RequestLogHook = func(_ ours.Logger, r *http.Request, _ int) { hook(r) }
+		return func(req *http.Request) (*http.Response, error) {
+			rr, err := ours.FromRequest(req)
+			if err != nil {
+				return nil, err
+			}
+			return c.Do(rr)
+		}
+	})
+	if fmt.Sprintf("%+v", theirs) != fmt.Sprintf("%+v", mine) {
+		t.Errorf("go-retryablehttp:\n  %+v\nthis package:\n  %+v", theirs, mine)
+	}
+	if len(mine.Server) != 3 || mine.Server[2] != "payload" {
+		t.Errorf("the server got %q, want the payload three times", mine.Server)
+	}
+}
