@@ -70,6 +70,50 @@ func readAll(t testing.TB, addr, topic string, n int) []*kgo.Record {
 	return rs
 }
 
+// consume runs a Consumer of queue/kafka, with its default key, over topic
+// from its start until it has reported n outcomes, calling effect (one
+// call at a time) for each record it runs, and returns the outcomes.
+func consume(t *testing.T, addr, topic string, n int, effect func(*kgo.Record)) []kafka.Event {
+	t.Helper()
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	events := make(chan kafka.Event, 2*n)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("fulfilment"), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c, err := kafka.NewConsumer(cl, kafka.Options{Runner: runner, Logger: outboxtest.Quiet,
+		Hooks: []kafka.Hook{kafka.HookFunc(func(_ context.Context, e kafka.Event) { events <- e })}},
+		func(ctx context.Context, r *kgo.Record) ([]byte, error) {
+			mu.Lock()
+			effect(r)
+			mu.Unlock()
+			return nil, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	var out []kafka.Event
+	for range n {
+		select {
+		case e := <-events:
+			out = append(out, e)
+		case <-time.After(time.Minute):
+			t.Fatal("the consumer went a minute without an outcome")
+		}
+	}
+	return out
+}
+
 func header(r *kgo.Record, key string) string {
 	for _, h := range r.Headers {
 		if h.Key == key {
@@ -147,42 +191,8 @@ func TestOneEffectPerMessage(t *testing.T) {
 		}
 	}
 
-	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
 	effects := map[string]int{}
-	events := make(chan kafka.Event, 4*n)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup("fulfilment"), kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	c, err := kafka.NewConsumer(cl, kafka.Options{Runner: runner, Logger: outboxtest.Quiet,
-		Hooks: []kafka.Hook{kafka.HookFunc(func(_ context.Context, e kafka.Event) { events <- e })}},
-		func(ctx context.Context, r *kgo.Record) ([]byte, error) {
-			mu.Lock()
-			effects[string(r.Key)]++
-			mu.Unlock()
-			return nil, nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	for range 2 * n {
-		select {
-		case <-events:
-		case <-time.After(time.Minute):
-			t.Fatal("the consumer went a minute without an outcome")
-		}
-	}
-	cancel()
-	<-done
+	consume(t, b.Addr, topic, 2*n, func(r *kgo.Record) { effects[string(r.Key)]++ })
 	for _, order := range ids {
 		if effects[order] != 1 {
 			t.Fatalf("%s had %d effects, want 1", order, effects[order])
@@ -227,45 +237,12 @@ func TestDefaultKey(t *testing.T) {
 		}
 	}
 
-	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
 	effects := map[string]int{}
-	events := make(chan kafka.Event, 4*len(family))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup("keyless"), kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	c, err := kafka.NewConsumer(cl, kafka.Options{Runner: runner, Logger: outboxtest.Quiet,
-		Hooks: []kafka.Hook{kafka.HookFunc(func(_ context.Context, e kafka.Event) { events <- e })}},
-		func(ctx context.Context, r *kgo.Record) ([]byte, error) {
-			mu.Lock()
-			effects[header(r, kafkaoutbox.MessageIDHeader)]++
-			mu.Unlock()
-			return nil, nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	for range 2 * len(family) {
-		select {
-		case e := <-events:
-			if e.Kind != kafka.EventProcessed && e.Kind != kafka.EventDuplicate {
-				t.Errorf("the consumer reported %v for a record: %v", e.Kind, e.Err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("the consumer went a minute without an outcome")
+	for _, e := range consume(t, b.Addr, topic, 2*len(family), func(r *kgo.Record) { effects[header(r, kafkaoutbox.MessageIDHeader)]++ }) {
+		if e.Kind != kafka.EventProcessed && e.Kind != kafka.EventDuplicate {
+			t.Errorf("the consumer reported %v for a record: %v", e.Kind, e.Err)
 		}
 	}
-	cancel()
-	<-done
 	for id := range want {
 		if effects[id] != 1 {
 			t.Errorf("message %s had %d effects, want 1", id, effects[id])

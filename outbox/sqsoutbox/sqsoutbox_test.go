@@ -78,6 +78,37 @@ func receiveAll(t testing.TB, cl *awssqs.Client, queueURL string, want int) []ty
 	}
 }
 
+// consume runs a Consumer of queue/sqs, with its default key, over the
+// queue until it has reported n outcomes, calling effect (one call at a
+// time) for each message it runs, and returns the outcomes.
+func consume(t *testing.T, cl *awssqs.Client, queueURL string, n int, effect func(types.Message)) []sqs.Event {
+	t.Helper()
+	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []sqs.Event
+	c, err := sqs.NewConsumer(cl, sqs.Options{Runner: runner, QueueURL: queueURL, Logger: outboxtest.Quiet, WaitTime: time.Second,
+		Hooks: []sqs.Hook{sqs.HookFunc(func(_ context.Context, e sqs.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })}},
+		func(ctx context.Context, m types.Message) ([]byte, error) {
+			mu.Lock()
+			effect(m)
+			mu.Unlock()
+			return nil, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	outboxtest.Eventually(t, "every copy run, replayed or dead", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) >= n })
+	cancel()
+	<-done
+	return events
+}
+
 func attr(m types.Message, name string) string {
 	return aws.ToString(m.MessageAttributes[name].StringValue)
 }
@@ -148,30 +179,8 @@ func TestOneEffectPerMessage(t *testing.T) {
 				}
 			}
 
-			runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var mu sync.Mutex
 			effects := map[string]int{}
-			seen := 0
-			c, err := sqs.NewConsumer(cl, sqs.Options{Runner: runner, QueueURL: queueURL, Logger: outboxtest.Quiet, WaitTime: time.Second,
-				Hooks: []sqs.Hook{sqs.HookFunc(func(context.Context, sqs.Event) { mu.Lock(); seen++; mu.Unlock() })}},
-				func(ctx context.Context, m types.Message) ([]byte, error) {
-					mu.Lock()
-					effects[attr(m, "Idempotency-Key")]++
-					mu.Unlock()
-					return nil, nil
-				})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); c.Run(ctx) }()
-			outboxtest.Eventually(t, "every copy run or replayed", func() bool { mu.Lock(); defer mu.Unlock(); return seen == want*n })
-			cancel()
-			<-done
+			consume(t, cl, queueURL, want*n, func(m types.Message) { effects[attr(m, "Idempotency-Key")]++ })
 			for _, order := range ids {
 				if effects[order] != 1 {
 					t.Fatalf("%s had %d effects, want 1", order, effects[order])
@@ -212,42 +221,20 @@ func TestDefaultKey(t *testing.T) {
 		Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 10 * time.Millisecond}})
 	outboxtest.Eventually(t, "every message delivered", func() bool { return outboxtest.Pending(t, p, o) == 0 })
 
-	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Logger: outboxtest.Quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
 	effects := map[string]int{}
 	var bad []string
-	seen := 0
-	c, err := sqs.NewConsumer(cl, sqs.Options{Runner: runner, QueueURL: queueURL, Logger: outboxtest.Quiet, WaitTime: time.Second,
-		Hooks: []sqs.Hook{sqs.HookFunc(func(_ context.Context, e sqs.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			seen++
-			if e.Kind != sqs.EventProcessed && e.Kind != sqs.EventDuplicate {
-				bad = append(bad, fmt.Sprint(e.Kind, ": ", e.Err))
-			}
-		})}},
-		func(ctx context.Context, m types.Message) ([]byte, error) {
-			id := attr(m, sqsoutbox.MessageIDAttribute)
-			mu.Lock()
-			defer mu.Unlock()
-			effects[id]++
-			if got := attr(m, sqs.KeyAttribute); got != want[id] {
-				bad = append(bad, fmt.Sprintf("message %s has %s %q, want %q", id, sqs.KeyAttribute, got, want[id]))
-			}
-			return nil, nil
-		})
-	if err != nil {
-		t.Fatal(err)
+	events := consume(t, cl, queueURL, 2*len(family), func(m types.Message) {
+		id := attr(m, sqsoutbox.MessageIDAttribute)
+		effects[id]++
+		if got := attr(m, sqs.KeyAttribute); got != want[id] {
+			bad = append(bad, fmt.Sprintf("message %s has %s %q, want %q", id, sqs.KeyAttribute, got, want[id]))
+		}
+	})
+	for _, e := range events {
+		if e.Kind != sqs.EventProcessed && e.Kind != sqs.EventDuplicate {
+			bad = append(bad, fmt.Sprint(e.Kind, ": ", e.Err))
+		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	outboxtest.Eventually(t, "every copy run, replayed or dead", func() bool { mu.Lock(); defer mu.Unlock(); return seen >= 2*len(family) })
-	cancel()
-	<-done
 	for _, b := range bad {
 		t.Error(b)
 	}
