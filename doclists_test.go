@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"strings"
 	"testing"
 )
@@ -70,7 +71,8 @@ func packageDocs(t *testing.T) (docs map[string]string, fields map[string][]stri
 // doc gives, in EventGiveUp's doc and (those that may refuse a first
 // send) in the Metrics doc; every Reason
 // that GaveUp is in the Metrics doc's give_ups_total list and in
-// Reason's. A brake or a reason added without its docs fails here.
+// Reason's; and the client guide's decision order and list of give-ups
+// agree. A brake or a reason added without its docs fails here.
 func TestDocListsAreWhole(t *testing.T) {
 	docs, fields := packageDocs(t)
 	// The Transport field each of gate's brakes is configured by.
@@ -106,6 +108,34 @@ func TestDocListsAreWhole(t *testing.T) {
 			if !strings.Contains(docs[where], r.String()) {
 				t.Errorf("%s's doc does not list the give-up %q", where, r)
 			}
+		}
+	}
+	// The client guide's lists, from the same sources.
+	guide, err := os.ReadFile("docs/client.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(guide)), " ")
+	section := func(from, to string) string {
+		i := strings.Index(text, from)
+		if i < 0 {
+			t.Fatalf("docs/client.md has no %q", from)
+		}
+		j := strings.Index(text[i:], to)
+		if j < 0 {
+			t.Fatalf("docs/client.md has no %q after %q", to, from)
+		}
+		return text[i : i+j]
+	}
+	order := section("**Decision order**", "the Budget")
+	if !(strings.Index(order, "BeforeAttempt") < strings.Index(order, "limit") && strings.Index(order, "limit") < strings.Index(order, "Throttle") &&
+		strings.Index(order, "Throttle") < strings.Index(order, "Breaker")) {
+		t.Errorf("docs/client.md's decision order is not the gate's (BeforeAttempt, the limit, the Throttle, the Breaker): %q", order)
+	}
+	giveUps := section("Every give-up (", ")")
+	for r := ReasonNone; r < numReasons; r++ {
+		if r.GaveUp() && !strings.Contains(giveUps, r.String()) {
+			t.Errorf("docs/client.md's list of give-ups lacks %q: %q", r, giveUps)
 		}
 	}
 }
