@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -104,7 +103,6 @@ func TestConsumersKilled(t *testing.T) {
 		}
 	}
 	produce(t, b.Addr, topic, records...)
-	done := shipping.Orders
 	allCommitted := func() bool {
 		var n int64
 		for _, at := range committed(t, b.Addr, "shipping", topic) {
@@ -112,39 +110,19 @@ func TestConsumersKilled(t *testing.T) {
 		}
 		return n == int64(len(records))
 	}
-	kills, brokerKills := 0, 0
 	prefix := "retryhttp-test-kafka-killed:" + topic + ":"
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	kills := shipping.Kills(t, orders, 250*time.Millisecond, func() *exec.Cmd {
 		child := exec.Command(os.Args[0], "-test.run=^TestChildConsumer$")
 		child.Env = append(os.Environ(), childTopic+"="+topic, childBroker+"="+b.Addr, childPrefix+"="+prefix, childShipping+"="+shipping.URL)
 		child.Stdout, child.Stderr = io.Discard, os.Stderr
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
-		life := 250*time.Millisecond + time.Duration(kills%4)*50*time.Millisecond
-		if done() >= orders*9/10 { // the last one finishes the topic
-			for end := time.Now().Add(time.Minute); time.Now().Before(end) && !(done() == orders && allCommitted()); {
-				time.Sleep(50 * time.Millisecond)
-			}
-		} else {
-			time.Sleep(life)
-		}
-		if kills == 3 && brokerKills == 0 { // the broker dies under a consumer, and comes back on its data
+		return child
+	}, func() bool { return shipping.Orders() == orders && allCommitted() }, func(kills int) {
+		if kills == 3 { // the broker dies under a consumer, and comes back on its data
 			b.Kill()
-			brokerKills++
 			b.Start()
-			time.Sleep(life)
+			time.Sleep(250 * time.Millisecond)
 		}
-		child.Process.Signal(syscall.SIGKILL)
-		child.Wait()
-		if done() == orders && allCommitted() {
-			break
-		}
-		kills++
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d orders shipped after %d kills", done(), orders, kills)
-		}
-	}
+	})
 	if kills == 0 {
 		t.Error("no consumer was killed")
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,7 +73,7 @@ func TestChildConsumer(t *testing.T) {
 
 // 1,000 orders on a real RabbitMQ queue, 100 of them published twice
 // under two message IDs, consumed by processes of the test's own that are
-// killed with SIGKILL every 150 to 300 ms and started again: what a killed
+// killed with SIGKILL 50 to 200 ms into their work and started again: what a killed
 // consumer held is redelivered to the next one (RabbitMQ redelivers
 // unacknowledged deliveries when their channel dies). The consumers share a
 // Runner on Redis, and ship with keys derived from the order through a
@@ -108,31 +107,17 @@ func TestConsumersKilled(t *testing.T) {
 			}
 		}
 	}
-	done := shipping.Orders
-	kills := 0
 	prefix := "retryhttp-test-killed:" + q + ":"
-	for deadline := time.Now().Add(90 * time.Second); ; {
+	finished := func() bool {
+		st, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+		return err == nil && st.Messages == 0 && shipping.Orders() == orders
+	}
+	kills := shipping.Kills(t, orders, 50*time.Millisecond, func() *exec.Cmd {
 		child := exec.Command(os.Args[0], "-test.run=^TestChildConsumer$")
 		child.Env = append(os.Environ(), childQueue+"="+q, childPrefix+"="+prefix, childShipping+"="+shipping.URL)
 		child.Stdout, child.Stderr = io.Discard, os.Stderr
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
-		life := 150*time.Millisecond + time.Duration(kills%4)*50*time.Millisecond
-		if done() >= orders*9/10 {
-			life = 5 * time.Second // the last one finishes the queue
-		}
-		time.Sleep(life)
-		child.Process.Signal(syscall.SIGKILL)
-		child.Wait()
-		if st, err := ch.QueueDeclarePassive(q, false, false, false, false, nil); err == nil && st.Messages == 0 && done() == orders {
-			break
-		}
-		kills++
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d orders shipped after %d kills", done(), orders, kills)
-		}
-	}
+		return child
+	}, finished, nil)
 	if kills == 0 {
 		t.Error("no consumer was killed")
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -130,33 +129,13 @@ func TestConsumersKilled(t *testing.T) {
 	// The poison order may be in the dead-letter queue twice: a consumer
 	// killed between its send there and its delete leaves it in both.
 	finished := func() bool { return done() == orders && depth(t, cl, queueURL) == 0 && depth(t, cl, dlq) >= 1 }
-	kills := 0
 	prefix := "retryhttp-test-sqs-killed:" + name + ":"
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	kills := shipping.Kills(t, orders, 250*time.Millisecond, func() *exec.Cmd {
 		child := exec.Command(os.Args[0], "-test.run=^TestChildConsumer$")
 		child.Env = append(os.Environ(), childQueue+"="+queueURL, childEndpoint+"="+s.URL, childPrefix+"="+prefix, childShipping+"="+shipping.URL)
 		child.Stdout, child.Stderr = io.Discard, os.Stderr
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if done() >= orders*9/10 { // the last one finishes the queue
-			for end := time.Now().Add(time.Minute); time.Now().Before(end) && !finished(); {
-				time.Sleep(50 * time.Millisecond)
-			}
-		} else {
-			time.Sleep(250*time.Millisecond + time.Duration(kills%4)*50*time.Millisecond)
-		}
-		child.Process.Signal(syscall.SIGKILL)
-		child.Wait()
-		if finished() {
-			break
-		}
-		kills++
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d orders shipped after %d kills; %d messages left in the queue, %d in the dead-letter queue",
-				done(), orders, kills, depth(t, cl, queueURL), depth(t, cl, dlq))
-		}
-	}
+		return child
+	}, finished, nil)
 	if kills == 0 {
 		t.Error("no consumer was killed")
 	}

@@ -12,9 +12,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,4 +118,77 @@ func (s *Shipper) Ship(ctx context.Context, order string) error {
 		return fmt.Errorf("shipping answered %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// Kills runs the consumer processes of a kill test one after another and
+// returns how many it killed. Each is started by start and killed with
+// SIGKILL, by its pid, life (plus up to 150 ms, varied) after it sent its
+// first shipment request: counted from its first request, not from its
+// start, so that a consumer still starting on a loaded machine is not
+// killed before it works, and every consumer ships something. during, if
+// not nil, runs while a consumer works, before it is killed (a broker
+// killed under it). Once nine tenths of the orders have shipped, a
+// consumer is left to run until finished has held for half a second (its
+// acknowledgements reach the broker), for up to a minute, and is then
+// killed too; the test ends when finished holds after a kill. It fails t
+// when a consumer sends no request for a minute, or five such last runs
+// do not finish.
+func (s *Service) Kills(t testing.TB, orders int, life time.Duration, start func() *exec.Cmd, finished func() bool, during func(kills int)) int {
+	t.Helper()
+	lastRuns := 0
+	for kills := 0; ; kills++ {
+		last := s.Orders() >= orders*9/10
+		before := s.requests.Load()
+		child := start()
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case last:
+			lastRuns++
+			held := time.Time{}
+			for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				switch {
+				case !finished():
+					held = time.Time{}
+				case held.IsZero():
+					held = time.Now()
+				case time.Since(held) >= 500*time.Millisecond:
+					end = time.Time{}
+				}
+			}
+		case !s.waitRequest(before, time.Minute):
+			stop(child)
+			t.Fatalf("a consumer sent no shipment request in a minute (%d of %d orders shipped, %d consumers killed)", s.Orders(), orders, kills)
+		default:
+			time.Sleep(life + time.Duration(kills%4)*50*time.Millisecond)
+			if during != nil {
+				during(kills)
+			}
+		}
+		stop(child)
+		if finished() {
+			return kills
+		}
+		if lastRuns == 5 {
+			t.Fatalf("%d of %d orders shipped, and the work not finished, after five consumers' last runs and %d kills", s.Orders(), orders, kills)
+		}
+	}
+}
+
+// waitRequest waits until the service has had more than before requests,
+// for up to max, and reports whether it did.
+func (s *Service) waitRequest(before int64, max time.Duration) bool {
+	for end := time.Now().Add(max); s.requests.Load() <= before; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
+}
+
+// stop kills a consumer process with SIGKILL, by its pid, and waits for it.
+func stop(child *exec.Cmd) {
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
 }
