@@ -282,17 +282,31 @@ func TestServiceKilledMidRequest(t *testing.T) {
 	child := start()
 
 	const orders = 40
+	var serving atomic.Value // a channel closed while the child serves
+	up := make(chan struct{})
+	close(up)
+	serving.Store(up)
 	tr := &retryhttp.Transport{
 		InjectIdempotencyKey: true,
 		Budget:               retryhttp.NoBudget,
 		// Twenty attempts 100 ms apart span 2 s, less than the child's 8 s
 		// lock: only a Retry-After that says how long the crashed claim
 		// holds gets the client past it (a fixed "1" does not). The spare
-		// attempts absorb, on a loaded machine, the refused connections
-		// while the child restarts (a second or more under -race and two
-		// busy cores: six attempts ran out there) and a claim that
-		// outlasts StoreTimeout (503) after the restart.
+		// attempts absorb a claim that outlasts StoreTimeout (503) after
+		// the restart.
 		Policy: retryhttp.Policy{MaxAttempts: 20, BaseDelay: 100 * time.Millisecond, MaxDelay: 100 * time.Millisecond},
+		// While the test restarts the child, attempts wait for it rather
+		// than spend themselves on refused connections: how long a restart
+		// takes is the machine's load (several seconds under -race and
+		// busy cores), not what the scenario is about.
+		BeforeAttempt: func(req *http.Request) error {
+			select {
+			case <-serving.Load().(chan struct{}):
+				return nil
+			case <-req.Context().Done():
+				return context.Cause(req.Context())
+			}
+		},
 	}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -318,9 +332,12 @@ func TestServiceKilledMidRequest(t *testing.T) {
 		})
 	}
 	time.Sleep(150 * time.Millisecond) // the first 16 are in their handlers
+	restarted := make(chan struct{})
+	serving.Store(restarted)
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	child = start()
+	close(restarted)
 	wg.Wait()
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
