@@ -177,26 +177,27 @@ type call struct {
 	retry       bool           // CheckRetry's last verdict
 	waiting     bool           // a retry was decided and its attempt not yet begun
 	deadline    bool           // the Transport would not wait past the context's deadline
-	hookHeader  http.Header    // what RequestLogHook set (nil: deleted) in the caller's header so far
+	hookHeader  http.Header    // what RequestLogHook and PrepareRetry set (nil: deleted) in the caller's header so far
 }
 
-// noteHeader keeps the changes RequestLogHook made to the caller's
-// header, from before to after, for this attempt and the ones after it.
+// noteHeader keeps the changes RequestLogHook or PrepareRetry made to the
+// caller's header, from before to after, for this attempt and the ones
+// after it.
 func (cl *call) noteHeader(before, after http.Header) {
+	note := func(k string, v []string) {
+		if cl.hookHeader == nil {
+			cl.hookHeader = http.Header{}
+		}
+		cl.hookHeader[k] = v
+	}
 	for k, v := range after {
 		if !slices.Equal(before[k], v) {
-			if cl.hookHeader == nil {
-				cl.hookHeader = http.Header{}
-			}
-			cl.hookHeader[k] = slices.Clone(v)
+			note(k, slices.Clone(v))
 		}
 	}
 	for k := range before {
 		if _, ok := after[k]; !ok {
-			if cl.hookHeader == nil {
-				cl.hookHeader = http.Header{}
-			}
-			cl.hookHeader[k] = nil
+			note(k, nil)
 		}
 	}
 }

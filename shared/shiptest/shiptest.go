@@ -146,17 +146,7 @@ func (s *Service) Kills(t testing.TB, orders int, life time.Duration, start func
 		switch {
 		case last:
 			lastRuns++
-			held := time.Time{}
-			for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-				switch {
-				case !finished():
-					held = time.Time{}
-				case held.IsZero():
-					held = time.Now()
-				case time.Since(held) >= 500*time.Millisecond:
-					end = time.Time{}
-				}
-			}
+			holds(finished, 500*time.Millisecond, time.Minute)
 		case !s.waitRequest(before, time.Minute):
 			stop(child)
 			t.Fatalf("a consumer sent no shipment request in a minute (%d of %d orders shipped, %d consumers killed)", s.Orders(), orders, kills)
@@ -172,6 +162,24 @@ func (s *Service) Kills(t testing.TB, orders int, life time.Duration, start func
 		}
 		if lastRuns == 5 {
 			t.Fatalf("%d of %d orders shipped, and the work not finished, after five consumers' last runs and %d kills", s.Orders(), orders, kills)
+		}
+	}
+}
+
+// holds waits until cond has held for at least hold, looking every 50 ms,
+// for up to max.
+func holds(cond func() bool, hold, max time.Duration) {
+	var since time.Time // when cond began to hold; zero while it does not
+	for end := time.Now().Add(max); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if !cond() {
+			since = time.Time{}
+			continue
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) >= hold {
+			return
 		}
 	}
 }
