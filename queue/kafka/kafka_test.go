@@ -285,14 +285,48 @@ func TestFailuresAreBoundedAndDeadLettered(t *testing.T) {
 const childTopic = "KAFKA_TEST_CHILD_TOPIC"
 
 // A failing record holds back the records behind it in its partition for
-// its backoffs, and only them: the other partition's records run
-// meanwhile, and the failing one's partition moves on once it is
+// its backoffs, and only them: the other partition's records of the same
+// poll run meanwhile, and the failing one's partition moves on once it is
 // dead-lettered. The delays are logged: what pausing a partition in place
 // costs.
+//
+// The premise is that both partitions come in the first poll. On a loaded
+// machine the client now and then hands them over in separate polls; the
+// later one's records then wait for the first poll's commit, as the
+// package doc says, and the scenario runs again on new topics, three times
+// at most.
 func TestAFailingRecordHoldsBackItsPartitionOnly(t *testing.T) {
 	b := kafkatest.Start(t, 2)
-	const topic, group = "held", "held-group"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic),
+	for try := 1; ; try++ {
+		h := holdBack(t, b.Addr, fmt.Sprint("held-", try))
+		if h.firstOther.After(h.bad) && try < 3 {
+			t.Logf("the other partition came in a later poll than the failing record (its first record ran at %v, the dead letter at %v); again",
+				h.firstOther.Sub(h.start), h.bad.Sub(h.start))
+			continue
+		}
+		switch {
+		case !h.lastOther.Before(h.bad):
+			t.Errorf("the other partition's last record ran %v after the start, the failing one was dead-lettered at %v: it waited for it",
+				h.lastOther.Sub(h.start), h.bad.Sub(h.start))
+		case !h.afterBad.After(h.bad):
+			t.Errorf("the record behind the failing one ran before it was dead-lettered")
+		}
+		t.Logf("the other partition's 20 records ran within %v; the failing record was dead-lettered after %v (two backoffs of 100 ms), the one behind it ran at %v",
+			h.lastOther.Sub(h.start).Round(time.Millisecond), h.bad.Sub(h.start).Round(time.Millisecond), h.afterBad.Sub(h.start).Round(time.Millisecond))
+		return
+	}
+}
+
+// heldBack is when the records of holdBack ran.
+type heldBack struct {
+	start, firstOther, lastOther, bad, afterBad time.Time
+}
+
+// holdBack produces a failing record and one behind it to partition 0 of
+// topic, 20 records to partition 1, and runs them with a consumer whose
+// backoffs are 100 ms, until each is processed or dead-lettered.
+func holdBack(t *testing.T, addr, topic string) heldBack {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -310,9 +344,9 @@ func TestAFailingRecordHoldsBackItsPartitionOnly(t *testing.T) {
 	cl.Close()
 	var mu sync.Mutex
 	at := map[string]time.Time{}
-	start := time.Now()
+	h := heldBack{start: time.Now()}
 	rec := newRecorder()
-	c, err := kafka.NewConsumer(consumerClient(t, b.Addr, group, topic), kafka.Options{Runner: memoryRunner(t), Logger: quietLog,
+	c, err := kafka.NewConsumer(consumerClient(t, addr, topic+"-group", topic), kafka.Options{Runner: memoryRunner(t), Logger: quietLog,
 		Hooks: []kafka.Hook{rec, kafka.HookFunc(func(_ context.Context, e kafka.Event) {
 			if e.Kind != kafka.EventFailed {
 				mu.Lock()
@@ -334,19 +368,15 @@ func TestAFailingRecordHoldsBackItsPartitionOnly(t *testing.T) {
 	rec.await(t, "every record settled", func() bool { return rec.count(kafka.EventProcessed)+rec.count(kafka.EventDead) == len(rs) })
 	mu.Lock()
 	defer mu.Unlock()
-	var lastOther time.Time
 	for i := range 20 {
-		lastOther = later(lastOther, at[fmt.Sprint("other-", i)])
+		ran := at[fmt.Sprint("other-", i)]
+		h.lastOther = later(h.lastOther, ran)
+		if h.firstOther.IsZero() || ran.Before(h.firstOther) {
+			h.firstOther = ran
+		}
 	}
-	switch {
-	case !lastOther.Before(at["bad"]):
-		t.Errorf("the other partition's last record ran %v after the start, the failing one was dead-lettered at %v: it waited for it",
-			lastOther.Sub(start), at["bad"].Sub(start))
-	case !at["after-bad"].After(at["bad"]):
-		t.Errorf("the record behind the failing one ran before it was dead-lettered")
-	}
-	t.Logf("the other partition's 20 records ran within %v; the failing record was dead-lettered after %v (two backoffs of 100 ms), the one behind it ran at %v",
-		lastOther.Sub(start).Round(time.Millisecond), at["bad"].Sub(start).Round(time.Millisecond), at["after-bad"].Sub(start).Round(time.Millisecond))
+	h.bad, h.afterBad = at["bad"], at["after-bad"]
+	return h
 }
 
 func later(a, b time.Time) time.Time {
