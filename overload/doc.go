@@ -10,9 +10,11 @@
 //
 // A [Limiter] is the client's half: set as Transport.Limit, it keeps an
 // adaptive limit on the attempts in flight to each host, moved by the
-// latency it observes (Netflix concurrency-limits' Gradient2, see
-// [Options]). A caller over the limit waits in a bounded queue or is
-// refused at once, nothing sent, with [ErrLimited].
+// latency it observes: it keeps the latency within Options.Tolerance of
+// the host's no-load latency, which holds the attempts in flight near what
+// the host can serve and follows it when that changes (see [Options]). A
+// caller over the limit waits in a bounded queue or is refused at once,
+// nothing sent, with [ErrLimited].
 //
 // A [Shedder] is the server's half: a middleware that keeps the same kind
 // of limit on the requests its handler runs, and refuses the ones over it

@@ -26,10 +26,10 @@ import (
 // refused first, and critical ones are served as long as they alone do
 // not exceed what the handler can serve: a burst of sheddable work cannot
 // take what critical work needs. Without a queue (its zero value), a
-// critical request that finds the limit reached is shed too. The limit moves with the handler's latency as a Limiter's does
-// (Gradient2, see Options): when the handler slows down because its
-// dependency or its CPU is saturated, the limit comes down to what it can
-// serve.
+// critical request that finds the limit reached is shed too. The limit
+// moves with the handler's latency as a Limiter's does (see Options):
+// when the handler slows down because its dependency or its CPU is
+// saturated, the limit comes down to about what it can serve.
 //
 // A request's priority is its PriorityHeader header's, or, without one,
 // what WithPriority put in its context (a middleware outside the Shedder
@@ -125,11 +125,12 @@ func share(p Priority) int64 {
 
 // retryAfter is the wait a shed request is told, in whole seconds: how
 // long the requests in flight take to be served at the limit, from the
-// long-term latency, and at least 1 (Retry-After has no finer unit).
+// latency of the limit's last round, and at least 1 (Retry-After has no
+// finer unit).
 func (lim *Limit) retryAfter() int {
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
 	limit := max(1, int(lim.limit.Load()))
-	wait := lim.g.Long() * time.Duration(inFlight(lim.slots.Load())+1) / time.Duration(limit)
+	wait := lim.g.Latency() * time.Duration(inFlight(lim.slots.Load())+1) / time.Duration(limit)
 	return int(min(60, max(1, math.Ceil(wait.Seconds()))))
 }

@@ -280,12 +280,13 @@ func reproduceRows(seed uint64) reproduction {
 		row{source: srcHotOS, figure: "the same with a retry budget inside the headroom: load", published: 1, said: "back to normal",
 			ours: loadWith, unit: "x", tol: tolerance{rel: 0.05}},
 		// The paper names load shedding among the ways out and gives no
-		// figure for it: these rows hold it to "back to normal", as the
-		// budget's.
-		row{source: srcHotOS, figure: "the same, no budget, the database behind a Shedder: load", published: 1, said: "no figure; back to normal",
-			ours: loadShed, unit: "x", tol: tolerance{rel: 0.05}},
-		row{source: srcHotOS, figure: "the same: queries answered in time", published: 100, said: "no figure; nearly all",
-			ours: 100 * served, unit: "%", tol: tolerance{lo: 98.5, hi: 100}})
+		// figure for it: these rows hold it to "back to normal" (the
+		// queries shed do not reach the database, so at most 1x), and to
+		// what a limit near the database's one query in service admits.
+		row{source: srcHotOS, figure: "the same, no budget, the database behind a Shedder: load", published: 1, said: "no figure; back to normal or below",
+			ours: loadShed, unit: "x", tol: tolerance{lo: 0.75, hi: 1.05}},
+		row{source: srcHotOS, figure: "the same: queries answered in time", published: 80, said: "no figure; ~80%, the rest shed",
+			ours: 100 * served, unit: "%", tol: tolerance{lo: 75, hi: 100}})
 	// No source publishes these: each row states what the model implies
 	// and holds ours to it.
 	goodput, p99, serverP99, _ := halved(seed)
@@ -295,12 +296,12 @@ func reproduceRows(seed uint64) reproduction {
 			said: "none in time: the queue outgrows the timeout", ours: goodput[0], unit: "/s", tol: tolerance{lo: 0, hi: 0.1 * half}},
 		row{source: srcOurs, figure: "the same: p99 at the server", published: 0, said: "the backlog: tens of seconds",
 			ours: serverP99[0], unit: "ms", tol: tolerance{lo: 10_000, hi: math.Inf(1)}},
-		row{source: srcOurs, figure: "the same with the client limit: answered per second", published: half, said: "the halved capacity, 150/s",
-			ours: goodput[1], unit: "/s", tol: tolerance{lo: 0.9 * half, hi: half}},
-		row{source: srcOurs, figure: "the same with the client limit: p99 at the server", published: 0, said: "within the 1 s timeout",
-			ours: serverP99[1], unit: "ms", tol: tolerance{lo: 0, hi: 1000}},
-		row{source: srcOurs, figure: "the same with the client limit: p99 of the answered", published: 0, said: "within the 1 s timeout",
-			ours: p99[1], unit: "ms", tol: tolerance{lo: 0, hi: 1000}})
+		row{source: srcOurs, figure: "the same with the client limit: answered per second", published: 0.75 * half, said: "~1.5 in flight served in order, ~110/s",
+			ours: goodput[1], unit: "/s", tol: tolerance{lo: 0.65 * half, hi: half}},
+		row{source: srcOurs, figure: "the same with the client limit: p99 at the server", published: 0, said: "a few service times, well within the 1 s timeout",
+			ours: serverP99[1], unit: "ms", tol: tolerance{lo: 0, hi: 100}},
+		row{source: srcOurs, figure: "the same with the client limit: p99 of the answered", published: 0, said: "a few service times, well within the 1 s timeout",
+			ours: p99[1], unit: "ms", tol: tolerance{lo: 0, hi: 100}})
 	ours, aws, servedRatio := awsAgainstDefaults(seed)
 	sc := stormThrottled()
 	rep.rows = append(rep.rows,

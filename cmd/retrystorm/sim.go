@@ -61,7 +61,7 @@ func (l *clientLimit) settle(c *simClient, t time.Duration, drop bool) {
 	if c.admitted == 0 {
 		return
 	}
-	l.g.Update(t-c.sentAt, c.admitted, drop)
+	l.g.Update(c.sentAt, t, c.admitted, drop)
 	l.inflight--
 	c.admitted = 0
 }
@@ -179,7 +179,7 @@ func (s *sim) run() result {
 		case evDone: // queue model: the server finished an attempt
 			s.res.atServer = append(s.res.atServer, answer{start: e.arrived, took: e.at - e.arrived})
 			if s.shed != nil {
-				s.shed.g.Update(e.at-e.arrived, s.shed.inflight, false)
+				s.shed.g.Update(e.arrived, e.at, s.shed.inflight, false)
 				s.shed.inflight--
 			}
 			if !c.waiting || e.attempt != c.attempts || c.done {

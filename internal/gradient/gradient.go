@@ -3,57 +3,84 @@
 // the latencies they measure, the storm simulator those of virtual time.
 package gradient
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
-// Limit is the Gradient2 limit of Netflix's concurrency-limits
-// (Gradient2Limit): the limit follows the ratio of a long-term average of
-// the latency to the latest one. While the latest latency stays within
-// tolerance of the average the limit grows by growth per sample (smoothed);
-// when it rises past it, the limit shrinks in proportion, by half at most
-// per sample before smoothing. A limit that is not being used (fewer than
-// half of it in flight) does not grow, so that an idle period does not end
-// with a limit nothing has tested.
+// Limit is an AIMD limit on the latency's rise above its no-load level,
+// the rule of TCP Vegas and of Envoy's adaptive concurrency filter read
+// as TCP Reno reads a loss: the samples are judged in rounds (one round
+// is about a limit's worth of calls admitted after the last decision, so
+// about one latency), and a round whose average latency is more than
+// tolerance times the no-load latency cuts the limit to a fraction of the
+// calls it had in flight; any other round of a limit in use adds one.
 //
-// One change of ours: a drop (a timeout, a 429 or a 503) multiplies the
-// limit by DropFactor, as concurrency-limits' AIMD limit does, because a
+// The no-load latency is the lowest round average of a window of rounds.
+// The cut goes deep enough (half the calls in flight, less for a
+// tolerance above 1.5) that each cycle has rounds below what the server
+// can serve, where its latency is its no-load one: so the window keeps
+// seeing it while the server stays loaded, where an average of recent
+// latencies (Gradient2's) rises with the load it should measure, and the
+// limit with it, to every caller there is.
+//
+// A latency that does not come down when a cut halved the calls in flight
+// is not ours to cure (the server slowed down for everyone, or its
+// no-load latency rose): it becomes the no-load latency, so that the limit
+// does not fall to its minimum. A drop (a timeout, a 429 or a 503)
+// multiplies the limit by DropFactor at once, once a round, because a
 // server that sheds load answers fast and its refusals do not raise the
-// latency Gradient2 reads.
+// latency. A limit not in use (fewer than half of it in flight in a round)
+// does not grow, so that an idle period does not end with a limit nothing
+// has tested.
 //
 // A Limit is not safe for concurrent use; its user guards it.
 type Limit struct {
 	limit     float64
 	min, max  float64
 	tolerance float64
+	cut       float64 // what a cut multiplies the calls in flight by
 
-	long    float64 // the long-term latency average, in nanoseconds
-	samples int     // samples averaged so far, up to longWindow
+	// The round being gathered: the samples of calls admitted at or
+	// after start.
+	start    time.Duration
+	sum      float64 // their latencies, in nanoseconds
+	n        int
+	inflight int // the most in flight any of them saw
+
+	noLoad floor
+	latest float64 // the last round's average latency
 }
 
-// New returns a limit at initial, kept within [lo, hi], that shrinks
-// when the latency rises past tolerance times its long-term average.
+// New returns a limit at initial, kept within [lo, hi], that is cut
+// when the latency rises past tolerance times its no-load level.
 func New(initial, lo, hi, tolerance float64) Limit {
-	return Limit{limit: Clamp(initial, lo, hi), min: lo, max: hi, tolerance: tolerance}
+	return Limit{limit: Clamp(initial, lo, hi), min: lo, max: hi, tolerance: tolerance,
+		cut: min(0.5, 0.75/tolerance), start: math.MinInt64}
 }
 
 // Value is the limit now.
 func (g *Limit) Value() float64 { return g.limit }
 
-// Long is the long-term latency average.
-func (g *Limit) Long() time.Duration { return time.Duration(g.long) }
+// Latency is the average latency of the last round, 0 before the first.
+func (g *Limit) Latency() time.Duration { return time.Duration(g.latest) }
+
+// NoLoad is the no-load latency the rounds are judged against, 0 before
+// the first round.
+func (g *Limit) NoLoad() time.Duration { return time.Duration(g.noLoad.value()) }
 
 const (
-	// longWindow is how many samples the long-term average spans (an
-	// exponential average with factor 2/(longWindow+1)), after a plain
-	// average of the first longWarmup.
-	longWindow = 600
-	longWarmup = 10
 	// DropFactor is what a drop multiplies the limit by.
 	DropFactor = 0.9
-	// smoothing and growth are Gradient2's: each sample moves the limit a
-	// fifth of the way to its new value, and a limit whose latency stays
-	// within tolerance grows by 4 per sample before smoothing.
-	smoothing = 0.2
-	growth    = 4
+	// under is how far below the calls in flight at the no-load latency
+	// a cut goes: a little, so that the rounds after it see that latency,
+	// and the server is not starved.
+	under = 0.9
+	// minCut bounds a cut: to a quarter of the calls in flight at most.
+	minCut = 0.25
+	// minRound is the fewest samples of a round, so that a small limit's
+	// rounds are not judged on one or two latencies.
+	minRound = 8
 )
 
 // The shares of the limit, in percent, that a Shedder admits a Default
@@ -65,33 +92,94 @@ const (
 	ShareSheddable = 50
 )
 
-// Update moves the limit after a sample: an attempt that took rtt while
-// inflight attempts (itself included) were running, and was a drop or not.
-// It returns the new limit.
-func (g *Limit) Update(rtt time.Duration, inflight int, drop bool) float64 {
+// Update moves the limit after a sample: a call admitted at admitted,
+// ended at now, while inflight calls (itself included) were running, and
+// a drop or not. Times are readings of one monotonic clock. A sample
+// admitted before the last decision was made under another limit and
+// teaches nothing. It returns the limit.
+func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) float64 {
+	if admitted < g.start {
+		return g.limit
+	}
+	g.inflight = max(g.inflight, inflight)
 	if drop {
-		g.limit = Clamp(g.limit*DropFactor, g.min, g.max)
+		g.limit = Clamp(min(g.limit, float64(g.inflight))*g.cut, g.min, g.max)
+		g.next(now)
 		return g.limit
 	}
-	short := float64(max(rtt, time.Microsecond))
-	if g.samples < longWarmup {
-		g.samples++
-		g.long += (short - g.long) / float64(g.samples)
-	} else {
-		g.long += (short - g.long) * 2 / (longWindow + 1)
-	}
-	if g.long/short > 2 {
-		// The latency fell well below the average (the dependency
-		// recovered): let the average come down faster.
-		g.long *= 0.95
-	}
-	if float64(inflight) < g.limit/2 {
+	g.sum += float64(max(now-admitted, time.Microsecond))
+	g.n++
+	base, size := g.noLoad.value(), max(minRound, int(g.limit))
+	// The round is judged when it is whole, or as soon as its latencies
+	// are sure to average past the tolerance, whatever the rest are: a
+	// round at a limit over the server's capacity is its slowest, and the
+	// sooner it ends the less it costs.
+	if g.n < size && !(base > 0 && g.sum > g.tolerance*base*float64(size)) {
 		return g.limit
 	}
-	ratio := Clamp(g.tolerance*g.long/short, 0.5, 1)
-	next := g.limit*ratio + growth
-	g.limit = Clamp(g.limit*(1-smoothing)+next*smoothing, g.min, g.max)
+	avg := g.sum / float64(g.n)
+	g.latest = avg
+	base = g.noLoad.add(avg, g.inflight, 2*size)
+	switch {
+	case avg > g.tolerance*base:
+		g.limit = Clamp(min(g.limit, float64(g.inflight))*max(minCut, under*base/avg), g.min, g.max)
+	case 2*g.inflight >= int(g.limit):
+		g.limit = Clamp(g.limit+1, g.min, g.max)
+	}
+	g.next(now)
 	return g.limit
+}
+
+// next starts a round at now.
+func (g *Limit) next(now time.Duration) {
+	g.start, g.sum, g.n, g.inflight = now, 0, 0, 0
+}
+
+// floor is the no-load latency: the average latency of the rounds that
+// had the fewest calls in flight over the last rounds. They are chosen by
+// their calls in flight, not by their latency, so that the lowest of
+// noisy averages (a minimum's bias) is not taken for the server's. Two
+// buckets, the one being filled and the one before it, each filled for a
+// number of rounds, as BBR keeps its minimum RTT.
+type floor struct {
+	cur, prev level
+	rounds    int // added to cur
+}
+
+// level is the rounds of a bucket that had the fewest calls in flight.
+type level struct {
+	inflight int
+	sum      float64 // their average latencies
+	n        int     // 0: the bucket is empty
+}
+
+// add adds a round's average latency and calls in flight, and returns
+// the no-load latency; the buckets hold span rounds each.
+func (f *floor) add(avg float64, inflight, span int) float64 {
+	if f.rounds >= span {
+		f.prev, f.cur, f.rounds = f.cur, level{}, 0
+	}
+	f.rounds++
+	switch {
+	case f.cur.n == 0 || inflight < f.cur.inflight:
+		f.cur = level{inflight: inflight, sum: avg, n: 1}
+	case inflight == f.cur.inflight:
+		f.cur.sum += avg
+		f.cur.n++
+	}
+	return f.value()
+}
+
+// value returns the no-load latency, 0 before the first round.
+func (f *floor) value() float64 {
+	l := f.cur
+	if l.n == 0 || f.prev.n > 0 && f.prev.inflight < l.inflight {
+		l = f.prev
+	}
+	if l.n == 0 {
+		return 0
+	}
+	return l.sum / float64(l.n)
 }
 
 // Clamp returns v within [lo, hi].

@@ -11,27 +11,59 @@ func newLimit() *Limit {
 	return &g
 }
 
-// With the latency steady and the limit in use, the limit grows to its
-// maximum; when the latency triples it comes down; a drop takes a tenth
-// off.
-func TestFollowsLatency(t *testing.T) {
+const base = 10 * time.Millisecond
+
+// closedLoop feeds g rounds of a server that serves c at once at the
+// base latency and slows down in proportion past c (latency(n)), with
+// every slot of the limit in use, for the given number of samples; it
+// returns the mean limit over the second half and the clock after.
+func closedLoop(g *Limit, now time.Duration, samples int, latency func(n float64) time.Duration) (float64, time.Duration) {
+	var sum float64
+	for i := range samples {
+		n := max(1, float64(int(g.Value())))
+		d := latency(n)
+		// the samples of a limit come in over one latency, n at a time
+		now += d / time.Duration(n)
+		g.Update(now-d, now, int(n), false)
+		if i >= samples/2 {
+			sum += float64(int(g.Value()))
+		}
+	}
+	return sum / float64(samples-samples/2), now
+}
+
+func linearAbove(c float64) func(float64) time.Duration {
+	return func(n float64) time.Duration { return time.Duration(float64(base) * max(1, n/c)) }
+}
+
+// Whatever the capacity, the limit settles between what the server can
+// serve and the tolerance above it, where the latency is the tolerance
+// times its no-load level; and it comes down when the capacity halves.
+func TestSettlesNearCapacity(t *testing.T) {
+	for _, c := range []float64{2, 3, 5, 8, 13, 21, 34, 55, 89} {
+		g := newLimit()
+		mean, now := closedLoop(g, 0, 20000, linearAbove(c))
+		if mean < 0.75*c || mean > 1.5*c {
+			t.Errorf("capacity %v: mean limit %.1f, want within [%.1f, %.1f]", c, mean, 0.75*c, 1.5*c)
+		}
+		half := max(1, c/2)
+		mean, _ = closedLoop(g, now, 20000, linearAbove(half))
+		if mean < 0.75*half || mean > 1.5*half+1 {
+			t.Errorf("capacity %v halved: mean limit %.1f, want within [%.1f, %.1f]", c, mean, 0.75*half, 1.5*half+1)
+		}
+	}
+}
+
+// A latency that rises for everyone, whatever the calls in flight (the
+// server's no-load latency tripled), cuts the limit at first, and then
+// becomes the level it is judged against: the limit does not stay at its
+// minimum.
+func TestNoLoadLatencyRises(t *testing.T) {
 	g := newLimit()
-	for range 2000 {
-		g.Update(10*time.Millisecond, int(g.limit), false)
-	}
-	if g.limit != 200 {
-		t.Fatalf("steady latency, limit in use: limit %v, want 200", g.limit)
-	}
-	for range 20 {
-		g.Update(30*time.Millisecond, int(g.limit), false)
-	}
-	if g.limit > 200*0.6 {
-		t.Fatalf("latency tripled for 20 samples: limit %v, want it well below 200", g.limit)
-	}
-	before := g.limit
-	g.Update(time.Millisecond, int(g.limit), true)
-	if want := before * DropFactor; g.limit != want {
-		t.Fatalf("a drop: limit %v, want %v", g.limit, want)
+	_, now := closedLoop(g, 0, 5000, linearAbove(40))
+	mean, _ := closedLoop(g, now, 20000, func(n float64) time.Duration { return 3 * linearAbove(40)(n) })
+	if mean < 30 {
+		t.Fatalf("no-load latency tripled at a capacity of 40: mean limit %.1f, want it back near 40", mean)
 	}
 }
 
@@ -39,25 +71,51 @@ func TestFollowsLatency(t *testing.T) {
 // does not end with a limit nothing has tested.
 func TestAppLimited(t *testing.T) {
 	g := newLimit()
+	var now time.Duration
 	for range 1000 {
-		g.Update(10*time.Millisecond, 2, false)
+		now += time.Millisecond
+		g.Update(now-base, now, 2, false)
 	}
-	if g.limit != 20 {
-		t.Fatalf("2 in flight under a limit of 20: limit moved to %v", g.limit)
+	if g.Value() != 20 {
+		t.Fatalf("2 in flight under a limit of 20: limit moved to %v", g.Value())
+	}
+}
+
+// A drop cuts the limit to half the calls in flight, once a round: the
+// drops of calls admitted before it do not cut it again.
+func TestDropCutsOnceARound(t *testing.T) {
+	g := newLimit()
+	now := time.Second
+	g.Update(now-base, now, 16, true)
+	if g.Value() != 8 {
+		t.Fatalf("a drop with 16 in flight under 20: limit %v, want 8", g.Value())
+	}
+	for range 10 {
+		g.Update(now-base, now+time.Millisecond, 16, true)
+	}
+	if g.Value() != 8 {
+		t.Fatalf("the drops of calls admitted before the cut: limit %v, want it left at 8", g.Value())
+	}
+	g.Update(now+time.Millisecond, now+2*time.Millisecond, 8, true)
+	if g.Value() != 4 {
+		t.Fatalf("a drop admitted after the cut: limit %v, want 4", g.Value())
 	}
 }
 
 // The limit stays within its bounds whatever the samples.
 func TestBounds(t *testing.T) {
 	g := New(6, 5, 8, 1.5)
+	var now time.Duration
 	for range 100 {
-		g.Update(time.Second, 8, true)
+		now += time.Second
+		g.Update(now-time.Millisecond, now, 8, true)
 	}
 	if g.Value() != 5 {
 		t.Fatalf("after 100 drops: limit %v, want the minimum 5", g.Value())
 	}
 	for range 1000 {
-		g.Update(time.Millisecond, 8, false)
+		now += time.Millisecond
+		g.Update(now-time.Millisecond, now, 8, false)
 	}
 	if g.Value() != 8 {
 		t.Fatalf("after 1000 fast samples: limit %v, want the maximum 8", g.Value())
