@@ -55,8 +55,9 @@ type Limiter struct {
 // rises linearly, quadratically or as a queue past their capacity, 48
 // callers, with and without attempt timeouts (TestLimitFollowsCapacity,
 // in virtual time): the calls in flight at the server average 0.9 to 1.3
-// times its capacity, and within 1.5 times the new one within 1 to 3 s of
-// its halving; a Shedder at three times the load holds 0.8 to 1.3 times.
+// times its capacity (1.5 where the 48 callers are all there are, at 32),
+// and within 1.5 times the new one within 1 to 2 s of its halving; a
+// Shedder at three times the load holds 0.8 to 1.3 times.
 // Why not Gradient2 (Netflix's concurrency-limits), which judges the
 // latency against its own long-term average: on a server that stays
 // overloaded the average rises with the queue it should measure, and the
