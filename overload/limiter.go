@@ -46,10 +46,11 @@ type Limiter struct {
 // least); any other round of a limit in use (at least half of it in
 // flight) adds one. A drop (a timeout, a 429 or a 503: a server that
 // sheds answers fast, and its refusals do not raise the latency) cuts it
-// to half the calls in flight, once a round. The no-load latency is the
-// average of the rounds that had the fewest calls in flight over the last
-// few dozen rounds; the cuts take the limit there each cycle, so it keeps
-// being measured while the server stays loaded.
+// to half the calls in flight (less for a Tolerance above 1.5), once a
+// round. The no-load latency is the average of the rounds that had the
+// fewest calls in flight over the last few dozen rounds; the cuts take the
+// limit there each cycle, so it keeps being measured while the server
+// stays loaded.
 //
 // What it does, measured on servers of capacity 2 to 32 whose latency
 // rises linearly, quadratically or as a queue past their capacity, 48

@@ -10,36 +10,39 @@ import (
 
 // Limit is an AIMD limit on the latency's rise above its no-load level,
 // the rule of TCP Vegas and of Envoy's adaptive concurrency filter read
-// as TCP Reno reads a loss: the samples are judged in rounds (one round
-// is about a limit's worth of calls admitted after the last decision, so
-// about one latency), and a round whose average latency is more than
-// tolerance times the no-load latency cuts the limit to a fraction of the
-// calls it had in flight; any other round of a limit in use adds one.
+// as TCP Reno reads a loss. The samples are judged in rounds: a round is
+// about a limit's worth of calls (at least minRound) admitted after the
+// last decision, so about one latency. A round whose average latency is
+// more than tolerance times the no-load latency cuts the limit to a
+// little under the calls in flight at which the latency would be the
+// no-load one (under times the calls in flight times the no-load latency
+// over the round's, minCut of them at least); any other round of a limit
+// in use adds one.
 //
-// The no-load latency is the lowest round average of a window of rounds.
-// The cut goes deep enough (half the calls in flight, less for a
-// tolerance above 1.5) that each cycle has rounds below what the server
-// can serve, where its latency is its no-load one: so the window keeps
-// seeing it while the server stays loaded, where an average of recent
-// latencies (Gradient2's) rises with the load it should measure, and the
-// limit with it, to every caller there is.
+// The no-load latency is the average of the rounds that had the fewest
+// calls in flight over a window of rounds (see floor). Each cut takes the
+// calls in flight a little under what the server can serve, where its
+// latency is its no-load one, so the window keeps measuring it while the
+// server stays loaded; Gradient2 judges the latency against its own
+// long-term average instead, which rises with the queue it should
+// measure, and the limit with it, to every caller there is. A latency
+// that rises for everyone (the server's no-load latency itself) cuts the
+// limit at first; the cut's round then has the fewest calls in flight and
+// its latency becomes the no-load one.
 //
-// A latency that does not come down when a cut halved the calls in flight
-// is not ours to cure (the server slowed down for everyone, or its
-// no-load latency rose): it becomes the no-load latency, so that the limit
-// does not fall to its minimum. A drop (a timeout, a 429 or a 503)
-// multiplies the limit by DropFactor at once, once a round, because a
-// server that sheds load answers fast and its refusals do not raise the
-// latency. A limit not in use (fewer than half of it in flight in a round)
-// does not grow, so that an idle period does not end with a limit nothing
-// has tested.
+// A drop (a timeout, a 429 or a 503) cuts the limit to a fraction of the
+// calls in flight (cut: half, less for a tolerance above 1.5) at once,
+// once a round, because a server that sheds load answers fast and its
+// refusals do not raise the latency. A limit not in use (fewer than half
+// of it in flight in a round) does not grow, so that an idle period does
+// not end with a limit nothing has tested.
 //
 // A Limit is not safe for concurrent use; its user guards it.
 type Limit struct {
 	limit     float64
 	min, max  float64
 	tolerance float64
-	cut       float64 // what a cut multiplies the calls in flight by
+	cut       float64 // what a drop multiplies the calls in flight by
 
 	// The round being gathered: the samples of calls admitted at or
 	// after start.
@@ -65,13 +68,7 @@ func (g *Limit) Value() float64 { return g.limit }
 // Latency is the average latency of the last round, 0 before the first.
 func (g *Limit) Latency() time.Duration { return time.Duration(g.latest) }
 
-// NoLoad is the no-load latency the rounds are judged against, 0 before
-// the first round.
-func (g *Limit) NoLoad() time.Duration { return time.Duration(g.noLoad.value()) }
-
 const (
-	// DropFactor is what a drop multiplies the limit by.
-	DropFactor = 0.9
 	// under is how far below the calls in flight at the no-load latency
 	// a cut goes: a little, so that the rounds after it see that latency,
 	// and the server is not starved.
