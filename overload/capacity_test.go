@@ -180,7 +180,7 @@ const (
 	simPhase = 10 * time.Second
 	// simWarmup is the time a limit is given to come down from its
 	// initial 20 to a capacity of 2 whose latency at 20 is a second.
-	simWarmup = 20 * time.Second
+	simWarmup = 5 * time.Second
 	callers   = 48
 )
 

@@ -30,6 +30,10 @@ import (
 // limit at first; the cut's round then has the fewest calls in flight and
 // its latency becomes the no-load one.
 //
+// At the start (see phase) the limit descends, then doubles, until its
+// first cut: an Initial far from the server's capacity is left in a few
+// rounds.
+//
 // A drop (a timeout, a 429 or a 503) cuts the limit to a fraction of the
 // calls in flight (cut: half, less for a tolerance above 1.5) at once,
 // once a round, because a server that sheds load answers fast and its
@@ -53,7 +57,32 @@ type Limit struct {
 
 	noLoad floor
 	latest float64 // the last round's average latency
+
+	phase      phase
+	descentAvg float64 // the average of the last round of the descent
 }
+
+// phase is where a limit is in its start.
+type phase int
+
+const (
+	// descending: each round in use halves the limit while halving the
+	// calls in flight lowers the latency by a quarter or more, so that an
+	// Initial far over a small server's capacity is left in a few rounds,
+	// not in a few cycles.
+	descending phase = iota
+	// doubling: each round in use within the tolerance doubles the
+	// limit, as TCP's slow start, until the first cut.
+	doubling
+	// steady: the rounds cut and add one.
+	steady
+)
+
+// descentFall is how much lower a round's latency must be than the
+// round's before it, at half its calls in flight, for the descent to go
+// on: a server past its capacity is at least that much faster at half the
+// load (half as fast, linear; a quarter, quadratic), one below it not.
+const descentFall = 0.75
 
 // New returns a limit at initial, kept within [lo, hi], that is cut
 // when the latency rises past tolerance times its no-load level.
@@ -101,6 +130,7 @@ func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) flo
 	g.inflight = max(g.inflight, inflight)
 	if drop {
 		g.limit = Clamp(min(g.limit, float64(g.inflight))*g.cut, g.min, g.max)
+		g.phase = steady
 		g.next(now)
 		return g.limit
 	}
@@ -117,10 +147,23 @@ func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) flo
 	avg := g.sum / float64(g.n)
 	g.latest = avg
 	base = g.noLoad.add(avg, g.inflight, 2*size)
+	used := 2*g.inflight >= int(g.limit)
+	if g.phase == descending {
+		if used && g.limit > g.min && (g.descentAvg == 0 || avg < descentFall*g.descentAvg) {
+			g.descentAvg = avg
+			g.limit = Clamp(min(g.limit, float64(g.inflight))/2, g.min, g.max)
+			g.next(now)
+			return g.limit
+		}
+		g.phase = doubling
+	}
 	switch {
 	case avg > g.tolerance*base:
 		g.limit = Clamp(min(g.limit, float64(g.inflight))*max(minCut, under*base/avg), g.min, g.max)
-	case 2*g.inflight >= int(g.limit):
+		g.phase = steady
+	case used && g.phase == doubling:
+		g.limit = Clamp(2*g.limit, g.min, g.max)
+	case used:
 		g.limit = Clamp(g.limit+1, g.min, g.max)
 	}
 	g.next(now)

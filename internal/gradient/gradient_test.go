@@ -54,6 +54,39 @@ func TestSettlesNearCapacity(t *testing.T) {
 	}
 }
 
+// feed feeds g n samples with callers calls at most in flight, and
+// returns the clock after.
+func feed(g *Limit, now time.Duration, n, callers int, latency func(n float64) time.Duration) time.Duration {
+	for range n {
+		in := min(callers, max(1, int(g.Value())))
+		d := latency(float64(in))
+		now += d / time.Duration(in)
+		g.Update(now-d, now, in, false)
+	}
+	return now
+}
+
+// From an Initial far over a small server's capacity (20 against 2, the
+// latency a hundredfold at 20), the limit comes down within its first
+// 200 calls, a few rounds, not a few cycles; and on a server with room
+// for every caller, the descent's first halving is undone by doubling as
+// soon.
+func TestStart(t *testing.T) {
+	quadratic := func(c float64) func(float64) time.Duration {
+		return func(n float64) time.Duration { return time.Duration(float64(base) * max(1, (n/c)*(n/c))) }
+	}
+	g := newLimit()
+	feed(g, 0, 200, 48, quadratic(2))
+	if g.Value() > 4 {
+		t.Errorf("capacity 2, 200 calls from 20: limit %.1f, want at most 4", g.Value())
+	}
+	g = newLimit()
+	feed(g, 0, 200, 48, linearAbove(100))
+	if g.Value() < 48 {
+		t.Errorf("capacity 100, 48 callers, 200 calls from 20: limit %.1f, want room for the 48", g.Value())
+	}
+}
+
 // A latency that rises for everyone, whatever the calls in flight (the
 // server's no-load latency tripled), cuts the limit at first, and then
 // becomes the level it is judged against: the limit does not stay at its
