@@ -18,7 +18,7 @@ import (
 )
 
 // The capacity family: servers of capacity c whose latency rises past c
-// requests in flight in one of three shapes, driven in virtual time
+// requests in flight in one of four shapes, driven in virtual time
 // (synctest) by 48 callers through a Limiter, or at three times their
 // capacity through a Shedder. The promise checked is the docs': the
 // requests in flight at the server stay near what it can serve (within
@@ -31,9 +31,10 @@ const (
 	linear    shape = iota // base·n/c: a CPU shared by the requests in flight
 	quadratic              // base·(n/c)²: contention that feeds on itself
 	queueing               // c workers, the rest wait in line for one
+	unordered              // c workers, the rest wait for one, served in no order (a lock under contention)
 )
 
-func (s shape) String() string { return [...]string{"linear", "quadratic", "queueing"}[s] }
+func (s shape) String() string { return [...]string{"linear", "quadratic", "queueing", "unordered"}[s] }
 
 // simServer is a server of the family. A request whose caller gives up
 // leaves it, as one does whose handler watches its context.
@@ -100,7 +101,7 @@ func (s *simServer) serve(ctx context.Context) bool {
 		d = time.Duration(float64(d) * max(1, n/c))
 	case quadratic:
 		d = time.Duration(float64(d) * max(1, (n/c)*(n/c)))
-	case queueing:
+	case queueing, unordered:
 		if s.busy < s.c {
 			s.busy++
 			break
@@ -131,12 +132,16 @@ func (s *simServer) serve(ctx context.Context) bool {
 		served = false
 	}
 	s.mu.Lock()
-	if s.shape == queueing {
+	if s.shape == queueing || s.shape == unordered {
 		s.busy--
 		for s.busy < s.c && len(s.line) > 0 {
+			i := 0
+			if s.shape == unordered {
+				i = s.rng.IntN(len(s.line))
+			}
 			s.busy++
-			close(s.line[0])
-			s.line = s.line[1:]
+			close(s.line[i])
+			s.line = slices.Delete(s.line, i, i+1)
 		}
 	}
 	s.leave()
@@ -290,7 +295,7 @@ func phases(srv *simServer, halved func(int)) capacityResult {
 // The family. The full one (CAPACITY_FAMILY=full) is what docs/ report;
 // the test runs a part of it spread over its range.
 func capacityFamily() []capacityCase {
-	cs, shapes := []int{2, 5, 12, 32}, []shape{linear, quadratic, queueing}
+	cs, shapes := []int{2, 5, 12, 32}, []shape{linear, quadratic, queueing, unordered}
 	if os.Getenv("CAPACITY_FAMILY") == "full" {
 		cs = []int{2, 3, 4, 6, 8, 12, 16, 24, 32}
 	}

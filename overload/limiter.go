@@ -55,13 +55,19 @@ type Limiter struct {
 // Initial far over a small server's capacity is left in a few rounds),
 // then doubled each round, as TCP's slow start, until its first cut.
 //
+// A round takes in the calls still in flight from the rounds before it,
+// back to the last cut, so that a server that serves its line out of
+// order (a lock under contention), and ends its fastest calls first, is
+// judged on its slow ones too.
+//
 // What it does, measured on servers of capacity 2 to 32 whose latency
-// rises linearly, quadratically or as a queue past their capacity, 48
-// callers, with and without attempt timeouts (TestLimitFollowsCapacity,
-// in virtual time): the calls in flight at the server average 0.9 to 1.3
-// times its capacity (1.5 where the 48 callers are all there are, at 32),
-// and within 1.5 times the new one within 1 to 2 s of its halving; a
-// Shedder at three times the load holds 0.8 to 1.3 times.
+// rises linearly, quadratically, or as a line served in order or out of
+// order past their capacity, 48 callers, with and without attempt
+// timeouts (TestLimitFollowsCapacity, in virtual time): the calls in
+// flight at the server average 0.9 to 1.35 times its capacity (1.5 where
+// the 48 callers are all there are, at 32), and within 1.5 times the new
+// one within 1 to 3 s of its halving; a Shedder at three times the load
+// holds 0.8 to 1.3 times.
 // Why not Gradient2 (Netflix's concurrency-limits), which judges the
 // latency against its own long-term average: on a server that stays
 // overloaded the average rises with the queue it should measure, and the
@@ -69,11 +75,7 @@ type Limiter struct {
 // 2 to 12). The cost: a server that serves one request at a time, in
 // order, under Poisson arrivals is kept near its no-load latency, not
 // full (docs/simulator.md); raise Tolerance, or give callers a Queue,
-// where a queue is worth its latency. And a round is judged on the first
-// calls to end: a server that serves its line out of order (a lock under
-// contention, a random pick) shows its fastest calls first, and its
-// latency is read low (4.5 to 5.2 times a capacity of 8 held on loopback,
-// docs/benchmarks.md).
+// where a queue is worth its latency.
 type Options struct {
 	// Min is the lowest the limit goes. 0 means 1.
 	Min int

@@ -11,8 +11,9 @@ import (
 // Limit is an AIMD limit on the latency's rise above its no-load level,
 // the rule of TCP Vegas and of Envoy's adaptive concurrency filter read
 // as TCP Reno reads a loss. The samples are judged in rounds: a round is
-// about a limit's worth of calls (at least minRound) admitted after the
-// last decision, so about one latency. A round whose average latency is
+// about a limit's worth of calls (at least minRound) that ended since the
+// last decision, so about one latency, of those admitted after the last
+// cut. A round whose average latency is
 // more than tolerance times the no-load latency cuts the limit to a
 // little under the calls in flight at which the latency would be the
 // no-load one (under times the calls in flight times the no-load latency
@@ -48,8 +49,11 @@ type Limit struct {
 	tolerance float64
 	cut       float64 // what a drop multiplies the calls in flight by
 
-	// The round being gathered: the samples of calls admitted at or
-	// after start.
+	// The round being gathered: the samples of calls admitted at or after
+	// the last cut (start) that ended since the last decision. A round of
+	// growth takes in the samples of the rounds before it that were still
+	// in flight, so that a server that serves its line out of order, and
+	// ends its fastest calls first, is judged on its slow ones too.
 	start    time.Duration
 	sum      float64 // their latencies, in nanoseconds
 	n        int
@@ -121,8 +125,8 @@ const (
 // Update moves the limit after a sample: a call admitted at admitted,
 // ended at now, while inflight calls (itself included) were running, and
 // a drop or not. Times are readings of one monotonic clock. A sample
-// admitted before the last decision was made under another limit and
-// teaches nothing. It returns the limit.
+// admitted before the last cut was made under a higher limit and teaches
+// nothing. It returns the limit.
 func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) float64 {
 	if admitted < g.start {
 		return g.limit
@@ -131,7 +135,7 @@ func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) flo
 	if drop {
 		g.limit = Clamp(min(g.limit, float64(g.inflight))*g.cut, g.min, g.max)
 		g.phase = steady
-		g.next(now)
+		g.next(now, true)
 		return g.limit
 	}
 	g.sum += float64(max(now-admitted, time.Microsecond))
@@ -152,13 +156,14 @@ func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) flo
 		if used && g.limit > g.min && (g.descentAvg == 0 || avg < descentFall*g.descentAvg) {
 			g.descentAvg = avg
 			g.limit = Clamp(min(g.limit, float64(g.inflight))/2, g.min, g.max)
-			g.next(now)
+			g.next(now, true)
 			return g.limit
 		}
 		g.phase = doubling
 	}
+	cut := avg > g.tolerance*base
 	switch {
-	case avg > g.tolerance*base:
+	case cut:
 		g.limit = Clamp(min(g.limit, float64(g.inflight))*max(minCut, under*base/avg), g.min, g.max)
 		g.phase = steady
 	case used && g.phase == doubling:
@@ -166,13 +171,16 @@ func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) flo
 	case used:
 		g.limit = Clamp(g.limit+1, g.min, g.max)
 	}
-	g.next(now)
+	g.next(now, cut)
 	return g.limit
 }
 
-// next starts a round at now.
-func (g *Limit) next(now time.Duration) {
-	g.start, g.sum, g.n, g.inflight = now, 0, 0, 0
+// next starts a round at now, after a cut or not.
+func (g *Limit) next(now time.Duration, cut bool) {
+	if cut {
+		g.start = now
+	}
+	g.sum, g.n, g.inflight = 0, 0, 0
 }
 
 // floor is the no-load latency: the average latency of the rounds that

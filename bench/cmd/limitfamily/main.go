@@ -9,7 +9,8 @@
 //
 // A server of capacity c answers in base (10 ms) while at most c requests
 // are in it; past c its latency rises as base·n/c (linear), base·(n/c)²
-// (quadratic), or as c workers serving a line in order (queueing). Its handler
+// (quadratic), as c workers serving a line in order (queueing), or as c
+// workers serving it in no order (unordered, a lock under contention). Its handler
 // watches its context: a request whose caller gave up leaves it. Each
 // case runs a warm-up, then reads the mean in flight at the server for a
 // few seconds, halves c, and reads the seconds until the mean over one
@@ -27,9 +28,11 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +91,59 @@ type server struct {
 	// The capacity is halved by holding half its tokens.
 	workers chan struct{}
 	onHalve func(half int)
+
+	// unordered: c workers whose line is served in no order, as a lock
+	// under contention serves it.
+	lineMu sync.Mutex
+	busy   int
+	line   []chan struct{}
+}
+
+// take waits for a worker (unordered), and reports whether it got one
+// before ctx ended.
+func (s *server) take(ctx context.Context) bool {
+	s.lineMu.Lock()
+	if s.busy < int(s.c.Load()) {
+		s.busy++
+		s.lineMu.Unlock()
+		return true
+	}
+	ready := make(chan struct{})
+	s.line = append(s.line, ready)
+	s.lineMu.Unlock()
+	select {
+	case <-ready:
+		return true
+	case <-ctx.Done():
+	}
+	s.lineMu.Lock()
+	defer s.lineMu.Unlock()
+	select {
+	case <-ready: // granted as ctx ended: hand it on
+		s.busy--
+		s.wake()
+	default:
+		s.line = slices.DeleteFunc(s.line, func(c chan struct{}) bool { return c == ready })
+	}
+	return false
+}
+
+// give frees a worker (unordered).
+func (s *server) give() {
+	s.lineMu.Lock()
+	s.busy--
+	s.wake()
+	s.lineMu.Unlock()
+}
+
+// wake hands free workers to waiters picked at random. s.lineMu held.
+func (s *server) wake() {
+	for s.busy < int(s.c.Load()) && len(s.line) > 0 {
+		i := rand.IntN(len(s.line))
+		close(s.line[i])
+		s.line = slices.Delete(s.line, i, i+1)
+		s.busy++
+	}
 }
 
 func (s *server) enter(d int) int {
@@ -129,6 +185,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer func() { <-s.workers }()
+	case "unordered":
+		if !s.take(r.Context()) {
+			return
+		}
+		defer s.give()
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -147,9 +208,9 @@ type result struct {
 
 func run(driver, shape string, c int, timeout bool, warm time.Duration) (result, error) {
 	switch shape {
-	case "linear", "quadratic", "queueing":
+	case "linear", "quadratic", "queueing", "unordered":
 	default:
-		return result{}, fmt.Errorf("shape %q: want linear, quadratic or queueing", shape)
+		return result{}, fmt.Errorf("shape %q: want linear, quadratic, queueing or unordered", shape)
 	}
 	s := &server{shape: shape, last: time.Now(), workers: make(chan struct{}, c)}
 	s.c.Store(int64(c))
