@@ -506,12 +506,12 @@ func (lim *Limit) release(ctx context.Context, admitted, now time.Duration, infl
 	lim.limit.Store(int64(lim.g.Update(admitted, now, int(inflight), drop)))
 	lim.slots.Add(releaseOne)
 	lim.wake()
-	limit2, after := lim.limit.Load(), inFlight(lim.slots.Load())
+	cur, after := lim.limit.Load(), inFlight(lim.slots.Load())
 	lim.mu.Unlock()
-	if limit2 != old && len(lim.s.hooks) > 0 {
-		tell(ctx, lim.s.hooks, Event{Kind: EventLimit, Name: lim.s.name, Key: lim.key, Limit: int(limit2), InFlight: int(after)})
+	if cur != old && len(lim.s.hooks) > 0 {
+		tell(ctx, lim.s.hooks, Event{Kind: EventLimit, Name: lim.s.name, Key: lim.key, Limit: int(cur), InFlight: int(after)})
 	}
-	return int(limit2), limit2 != old
+	return int(cur), cur != old
 }
 
 // free gives a slot back, and wakes a waiter if there is one.

@@ -22,7 +22,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,7 +30,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +50,7 @@ func main() {
 	drivers := flag.String("drivers", "client,shedder", "client: 48 callers through Transport.Limit; shedder: 3x capacity through a Shedder")
 	warm := flag.Duration("warm", 5*time.Second, "warm-up before the first reading")
 	flag.Parse()
+	log.SetFlags(0)
 	fmt.Printf("%-8s %-9s %3s %-7s %10s %13s %9s %9s\n", "driver", "shape", "c", "timeout", "in flight/c", "after halving", "followed", "served/s")
 	for _, drv := range strings.Split(*drivers, ",") {
 		for _, sh := range strings.Split(*shapes, ",") {
@@ -272,10 +271,7 @@ func run(driver, shape string, c int, timeout bool, warm time.Duration) (result,
 	r := measure(s, c, warm)
 	cancel()
 	wg.Wait()
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return r, nil
-	}
-	return r, ctx.Err()
+	return r, nil
 }
 
 // measure warms up, reads the mean in flight, halves the capacity and
@@ -313,9 +309,4 @@ func measure(s *server, c int, warm time.Duration) result {
 	r.after = tail / reading / float64(half)
 	r.rate = float64(s.served.Load()-served) / time.Since(start).Seconds()
 	return r
-}
-
-func init() {
-	log.SetFlags(0)
-	log.SetOutput(os.Stderr)
 }
