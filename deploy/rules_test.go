@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,35 +37,6 @@ import (
 	"github.com/retryhttp/retryhttp/queue/sqs"
 	"github.com/retryhttp/retryhttp/shared/pgtest"
 )
-
-// promtool's own checks and unit tests of the alerts: each scenario (a
-// retry storm, a budget exhaustion, an outage with the circuit open, a
-// dedup failure) fires its alert and no other. promtool is the one of the
-// prometheus module this module requires (go tool promtool), built here
-// with the remove_all_sd tag: Prometheus's own build tag that leaves out
-// the cloud service discoveries rule checks never use, a third of the
-// first build's time on a fresh machine. Later builds come from the build
-// cache.
-func TestPromtool(t *testing.T) {
-	promtool := filepath.Join(t.TempDir(), "promtool")
-	build := exec.Command("go", "build", "-tags", "remove_all_sd", "-o", promtool, "github.com/prometheus/prometheus/cmd/promtool")
-	// This module's own versions, workspace or not: one build of promtool,
-	// cached, whatever the workspace's other modules need.
-	build.Env = append(os.Environ(), "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building promtool: %v\n%s", err, out)
-	}
-	for _, args := range [][]string{
-		{"check", "rules", "prometheus/retryhttp-rules.yml"},
-		{"test", "rules", "prometheus/retryhttp-rules.test.yml"},
-	} {
-		cmd := exec.Command(promtool, args...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-}
 
 // rulesFile is the part of a Prometheus rules file the tests read.
 type rulesFile struct {
