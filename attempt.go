@@ -20,14 +20,14 @@ type preparer struct {
 	body          replayBody
 	attemptHeader string
 	before        func(*http.Request) error // Transport.BeforeAttempt
-	asIs          bool                      // the first attempt is the caller's request itself (see settle)
+	asIs          bool                      // the first attempt is the caller's request itself (see checkAsIs)
 }
 
-// settle notes, once the preparer is filled, whether the first attempt
+// checkAsIs notes, once the preparer is filled, whether the first attempt
 // can be the caller's own request: nothing about it changes (its header,
 // its body, the attempt header) and BeforeAttempt, which may change it,
 // is not set. That is the common first attempt, sent with no allocation.
-func (p *preparer) settle() {
+func (p *preparer) checkAsIs() {
 	p.asIs = p.body.buf == nil && p.body.head == nil && !p.rewritten && p.attemptHeader == "" && p.before == nil
 }
 

@@ -266,13 +266,13 @@ type sendable struct {
 	keyed       bool // it carries an Idempotency-Key: a 409 means "in flight"
 }
 
-// settled reports whether an attempt's outcome ends the RoundTrip with no
+// plainSuccess reports whether an attempt's outcome ends the RoundTrip with no
 // judging: a response below 400 when neither ShouldRetry nor
 // RetryStatuses is set (every default status is 400 or above), where
 // decide would stop with ReasonNotRetryable. It is small enough to be
 // inlined into the loop, and most attempts end there: decide's call costs
 // them about 80 instructions more (callgrind, BenchmarkSuccessInMemory).
-func (r *rules) settled(resp *http.Response, err error) bool {
+func (r *rules) plainSuccess(resp *http.Response, err error) bool {
 	return err == nil && resp != nil && resp.StatusCode < http.StatusBadRequest && r.shouldRetry == nil && r.statuses == nil
 }
 

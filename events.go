@@ -136,3 +136,7 @@ type ending struct {
 	attempts int
 	reason   Reason
 }
+
+// over reports whether the RoundTrip ends here: every ending has a reason,
+// and the zero ending is "go on".
+func (o *ending) over() bool { return o.reason != ReasonNone }

@@ -72,7 +72,7 @@ func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, er
 // says what counts as the host accepting it.
 func (g *gate) report(r *rules, a *sentAttempt) {
 	if g.limit != nil {
-		a.settle()
+		a.endPermit()
 	}
 	if g.circuit != nil {
 		g.circuit.report(a)
@@ -122,10 +122,10 @@ func (a *sentAttempt) ended() time.Time {
 	return a.clock.now()
 }
 
-// settle ends the attempt's Permit: a drop is a sign the host is
+// endPermit ends the attempt's Permit: a drop is a sign the host is
 // overloaded (a network error or timeout, 429, 503, 504), and an attempt
 // the caller abandoned teaches the limit nothing.
-func (a *sentAttempt) settle() {
+func (a *sentAttempt) endPermit() {
 	switch {
 	case a.err != nil && a.req.Context().Err() != nil:
 		a.permit.Cancel()

@@ -42,6 +42,10 @@ import (
 // copy failed, the last to fail is the attempt's outcome, and the retry
 // rules take it from there.
 //
+// A Hedging with a field out of range (a negative Delay or MaxHedges, a
+// Quantile outside [0, 1)) fails every RoundTrip of its Transport, hedged
+// or not, with an error that names the field, nothing sent.
+//
 // A Hedging is safe for concurrent use and may be shared by Transports
 // (the latencies it learns are per host). It must not be copied after
 // first use.
@@ -70,7 +74,8 @@ const (
 )
 
 // validate reports a Hedging whose fields are out of range; RoundTrip
-// returns its error for a request that would be hedged.
+// returns its error for every request, as for an invalid Policy, so that
+// a wrong setting shows on the first call, not on the first slow one.
 func (h *Hedging) validate() error {
 	switch {
 	case h.Delay < 0:

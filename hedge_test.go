@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -227,11 +228,31 @@ func TestHedgeLearnsTheQuantile(t *testing.T) {
 	})
 }
 
+// An invalid Hedging fails every request, hedged or not, as an invalid
+// Policy does: nothing is sent and the request's body is closed. A valid
+// one at the edges of its ranges is accepted.
 func TestHedgingValidated(t *testing.T) {
-	for _, h := range []*Hedging{{Delay: -1}, {Quantile: 1}, {Quantile: -0.1}, {MaxHedges: -1}} {
-		tr := &Transport{Base: &slowFirst{}, Hedge: h}
-		_, err := tr.RoundTrip(newReq(t, "GET", "", nil))
-		assert.Error(t, err, "%+v", h)
+	for _, h := range []*Hedging{{Delay: -1}, {Quantile: 1}, {Quantile: 1.5}, {Quantile: -0.1}, {Quantile: math.NaN()}, {MaxHedges: -1}} {
+		for _, method := range []string{"GET", "PUT", "POST", "PATCH", "DELETE"} {
+			base := &slowFirst{}
+			tr := &Transport{Base: base, Hedge: h}
+			body := &closeTracker{Reader: strings.NewReader("x")}
+			req := newReq(t, method, "", nil)
+			req.Body = body
+			resp, err := tr.RoundTrip(req)
+			require.Error(t, err, "%s with %+v", method, h)
+			assert.Nil(t, resp)
+			assert.ErrorContains(t, err, "retryhttp: Hedging:")
+			assert.Empty(t, base.sent, "%s with %+v: sent", method, h)
+			assert.True(t, body.closed, "%s with %+v: body left open", method, h)
+		}
+	}
+	for _, h := range []*Hedging{{}, {Delay: time.Nanosecond, Quantile: 0.999, MaxHedges: 100, Unsafe: true}} {
+		base := &slowFirst{}
+		resp, err := (&Transport{Base: base, Hedge: h}).RoundTrip(newReq(t, "POST", "", nil))
+		require.NoError(t, err, "%+v", h)
+		resp.Body.Close()
+		assert.Len(t, base.sent, 1)
 	}
 }
 

@@ -33,3 +33,9 @@ func withIdempotencyKey(h http.Header, key string) http.Header {
 
 // newIdempotencyKey is a fresh random key (UUIDv4).
 func newIdempotencyKey() string { return uuid.NewString() }
+
+// keyOf returns the request's key as sent.
+func keyOf(h http.Header) string {
+	k, _ := wire.Key(h)
+	return k
+}

@@ -206,18 +206,6 @@ func (p Policy) backoff(n int, prev time.Duration, r float64, throttled bool) ti
 // resolvedPolicy is a Policy and the same with its defaults filled in.
 type resolvedPolicy struct{ src, p Policy }
 
-// same reports whether p and q are equal, as p == q does, field by field:
-// the Transport asks it of its Policy on every RoundTrip, and the
-// comparison the compiler makes of the whole struct calls memequal, 24
-// instructions more a request (callgrind, BenchmarkSuccessInMemory).
-// TestPolicySameComparesEveryField keeps the list whole.
-func (p *Policy) same(q *Policy) bool {
-	return p.MaxAttempts == q.MaxAttempts && p.BaseDelay == q.BaseDelay && p.MaxDelay == q.MaxDelay &&
-		p.ThrottleDelay == q.ThrottleDelay && p.MaxElapsed == q.MaxElapsed && p.AttemptTimeout == q.AttemptTimeout &&
-		p.MaxRetryAfter == q.MaxRetryAfter && p.ExchangeTimeout == q.ExchangeTimeout && p.MaxBufferedBody == q.MaxBufferedBody &&
-		p.BufferStreams == q.BufferStreams && p.RetryNonIdempotent == q.RetryNonIdempotent && p.Jitter == q.Jitter
-}
-
 // retryAfterSpread is added to a Retry-After wait so that clients told the
 // same instant do not all return on the same millisecond: up to one
 // ThrottleDelay (BaseDelay unless set), none with JitterNone.

@@ -185,12 +185,13 @@ func TestThrottleDelay(t *testing.T) {
 	})
 }
 
-// same compares every field of Policy: a field added to Policy and left
-// out of same would let a changed Policy keep its old resolution.
-func TestPolicySameComparesEveryField(t *testing.T) {
+// A Transport resolves its Policy once and again after any field of it
+// changes: a change of any one field is seen on the next RoundTrip.
+func TestResolvedPolicyFollowsEveryField(t *testing.T) {
 	base := Policy{MaxAttempts: 3, BaseDelay: time.Millisecond}
-	if !base.same(&base) {
-		t.Fatal("a Policy is not the same as itself")
+	tr := &Transport{Policy: base}
+	if _, err := tr.policy(nil); err != nil {
+		t.Fatal(err)
 	}
 	typ := reflect.TypeOf(base)
 	for i := range typ.NumField() {
@@ -202,10 +203,14 @@ func TestPolicySameComparesEveryField(t *testing.T) {
 		case reflect.Int, reflect.Int64:
 			f.SetInt(f.Int() + 1)
 		default:
-			t.Fatalf("field %s is a %s, which this test does not change: extend it, and same", typ.Field(i).Name, f.Kind())
+			t.Fatalf("field %s is a %s, which this test does not change: extend it", typ.Field(i).Name, f.Kind())
 		}
-		if base.same(&changed) {
-			t.Errorf("Policy.%s changed, and same still reports the Policies the same", typ.Field(i).Name)
+		tr.Policy = changed
+		if _, err := tr.policy(nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.resolved.Load().src; got != changed {
+			t.Errorf("Policy.%s changed, and the Transport kept its old resolution", typ.Field(i).Name)
 		}
 	}
 }

@@ -267,6 +267,11 @@ type exchange struct {
 	gate       gate
 	hedge      *raceParams // set when this request may be hedged
 	start      time.Duration
+
+	// What one attempt leaves to the next.
+	last *http.Response // kept across a wait, returned if no attempt follows
+	prev time.Duration  // the previous backoff wait, for JitterDecorrelated
+	due  time.Duration  // when the next attempt is sent, on mono's clock: close enough for the Throttle's window
 }
 
 // roundTrip is RoundTrip inside the hooks' wrappers. It prepares the
@@ -283,6 +288,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	x.req, x.ctx = req, req.Context()
 	c := callFrom(x.ctx)
 	p, err := t.policy(c.policy)
+	if err == nil && t.Hedge != nil {
+		err = t.Hedge.validate() // every request fails on it, hedged or not, as on an invalid Policy
+	}
 	if err != nil {
 		closeRequestBody(req)
 		return nil, err
@@ -291,53 +299,69 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	// place: a rules value built and copied in costs 22 instructions more.
 	x.judge.statuses, x.judge.shouldRetry, x.judge.hints = t.RetryStatuses, t.ShouldRetry, t.RetryHints
 	x.prep.req, x.prep.header, x.prep.attemptHeader, x.prep.before = req, req.Header, t.AttemptHeader, t.BeforeAttempt
-	x.keyed = wire.HasKey(x.prep.header)
-	inject := t.InjectIdempotencyKey && !x.keyed && wire.Keyed(req.Method)
-	x.prep.rewritten = inject
-	var stableKey string // a key that is the same on every run of the call: the caller's, or derived
-	derived := false
-	switch {
-	case inject:
-		var key string
-		if op := opkey.From(x.ctx); op != nil {
-			key = derivedKey(x.ctx, op, req)
-			stableKey, derived = key, true
-		} else {
-			key = newIdempotencyKey()
-		}
-		x.prep.header = withIdempotencyKey(x.prep.header, key)
-		x.keyed = true
-	case x.keyed:
-		stableKey = keyOf(x.prep.header)
-	}
+	stableKey, derived := t.key(&x)
 	var rewritten bool
 	if x.ctx, x.prep.header, rewritten = requestPriority(x.ctx, x.prep.header); rewritten {
 		x.prep.rewritten = true
 	}
 	x.start, x.p = mono(), p
+	x.due = x.start
 	if p.MaxAttempts > 1 { // a Transport that sends once stacks on nothing
 		if signal := t.upperRetry(&x, c, stableKey, derived); signal != stackedNone {
 			once := *p
 			once.MaxAttempts = 1 // the layer above retries: send this once
-			p = &once
+			x.p = &once
 			t.stacked(x.ctx, req, signal)
 		}
 	}
-	x.p = p
-	x.replayable = x.keyed || wire.Idempotent(req.Method) || p.RetryNonIdempotent
-	if err = x.prep.body.load(req, p); err != nil {
+	x.replayable = x.keyed || wire.Idempotent(req.Method) || x.p.RetryNonIdempotent
+	if err = x.prep.body.load(req, x.p); err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
-	x.prep.settle()
+	x.prep.checkAsIs()
+	t.attach(&x)
+	return t.run(&x)
+}
+
+// key gives x the Idempotency-Key its attempts carry: the caller's, or,
+// with InjectIdempotencyKey, one derived from the operation the request
+// belongs to (see WithOperationKey) or a fresh random one. It returns the
+// key if it is the same on every run of the call (the caller's or a
+// derived one), and whether it was derived.
+func (t *Transport) key(x *exchange) (stable string, derived bool) {
+	x.keyed = wire.HasKey(x.prep.header)
+	switch {
+	case x.keyed:
+		return keyOf(x.prep.header), false
+	case !t.InjectIdempotencyKey || !wire.Keyed(x.req.Method):
+		return "", false
+	}
+	var key string
+	if op := opkey.From(x.ctx); op != nil {
+		key = derivedKey(x.ctx, op, x.req)
+		stable, derived = key, true
+	} else {
+		key = newIdempotencyKey()
+	}
+	x.prep.header = withIdempotencyKey(x.prep.header, key)
+	x.prep.rewritten, x.keyed = true, true
+	return stable, derived
+}
+
+// attach gives x where its attempts go (Base, through the hooks'
+// WrapAttempt chain) and its brakes: the Budget, its host's state in the
+// per-host brakes, looked up once, and the hedging race when the request
+// may be hedged. The first attempt's deposit in the Budget is made here.
+func (t *Transport) attach(x *exchange) {
 	x.base = t.baseTransport()
 	x.via = x.base
 	if hs := t.hooks.Load(); hs != nil { // RoundTrip stored the Hooks field's set
 		x.via = hs.attempt(x.base)
 	}
-	x.gate.budget = t.retryBudget() // and the host's state in the other brakes, looked up once
+	x.gate.budget = t.retryBudget()
 	if t.Breaker != nil || t.Throttle != nil || t.Limit != nil {
-		h := hostBrakes(&t.lastHost, brakes{t.Breaker, t.Throttle, t.Limit}, req.URL)
+		h := hostBrakes(&t.lastHost, brakes{t.Breaker, t.Throttle, t.Limit}, x.req.URL)
 		x.gate.circuit, x.gate.throttle, x.gate.limit = h.circuit, h.counts, h.limit
 		if t.Breaker != nil {
 			t.trackOnce.Do(t.trackBreaker)
@@ -347,143 +371,174 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	x.gate.budget.deposit(x.start)
-	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(req.Method, x.keyed, x.prep.body.replayable) {
-		if err := t.Hedge.validate(); err != nil {
-			closeRequestBody(req)
-			return nil, err
-		}
+	p := x.p
+	if t.Hedge != nil && p.MaxAttempts > 1 && t.Hedge.hedgeable(x.req.Method, x.keyed, x.prep.body.replayable) {
 		x.hedge = &raceParams{base: x.base, via: x.via, attemptTimeout: p.AttemptTimeout, exchangeTimeout: p.ExchangeTimeout,
-			maxHedges: t.Hedge.maxHedges(), maxAttempts: p.MaxAttempts, gate: x.gate, lat: t.Hedge.latenciesOf(req.URL),
+			maxHedges: t.Hedge.maxHedges(), maxAttempts: p.MaxAttempts, gate: x.gate, lat: t.Hedge.latenciesOf(x.req.URL),
 			prep: x.prep, rules: x.judge, keyed: x.keyed, events: t} // copies: the exchange stays on the stack
 	}
-	return t.run(&x)
 }
 
-// run makes x's attempts until one is returned: each prepared (its body,
-// BeforeAttempt), admitted by the gate, sent (or raced with its hedges),
-// judged, and, when a retry is both useful and safe, followed by a wait
-// that the Policy, the deadline and the Budget allow.
+// run makes x's attempts until one is returned: each admitted (its
+// request prepared, the brakes asked), sent (once, or raced with its
+// hedges), judged, and, when a retry is both useful and safe, followed by
+// the wait that the Policy, the deadline and the Budget allow.
 func (t *Transport) run(x *exchange) (*http.Response, error) {
-	lastRead := x.start     // the latest clock reading, close enough for the Throttle's window
-	var last *http.Response // a response kept across a wait, returned if no attempt follows
-	var prev time.Duration  // the previous backoff wait, for JitterDecorrelated
-	for attempt := 1; ; attempt++ {
-		areq, reason, err := x.prep.prepare(attempt)
-		switch reason {
-		case ReasonBody:
-			return t.cannotSend(x, &Event{Request: x.req, Attempt: attempt - 1, Response: last, Err: err, GiveUp: ReasonBody})
-		case ReasonBeforeAttempt:
-			if last != nil {
-				discard(last)
-			}
-			return t.finish(x, &ending{nil, err, attempt - 1, ReasonBeforeAttempt})
-		}
+	for n := 1; ; n++ {
 		var sent sentAttempt // this attempt as the per-host brakes see it
-		if x.gate.perHost() {
-			if x.gate.readsTime() { // its send time, near enough for the windows, made only for a brake that reads it
-				sent.at = monoBase.Add(lastRead)
-			}
-			var refused Reason
-			if refused, err = x.gate.allow(x.ctx, &sent, true); refused != ReasonNone {
-				return t.refused(x, &Event{Request: areq, Attempt: attempt - 1, Response: last, Err: err, GiveUp: refused})
-			}
-		}
-		if last != nil {
-			discard(last)
-			last = nil
+		areq, end := t.admit(x, n, &sent)
+		if end.over() {
+			return t.finish(x, &end)
 		}
 		var resp *http.Response
-		if delay, ok := x.hedge.delayFor(t.Hedge); ok && attempt < x.p.MaxAttempts {
-			x.hedge.delay = delay
-			var copies int
-			areq, resp, err, copies = x.hedge.race(x.ctx, areq, attempt, &sent)
-			attempt += copies - 1
-		} else {
-			sreq, sends := traceSends(x.base, areq, x.p.MaxAttempts-attempt+1)
-			var sentAt time.Duration
-			if x.hedge != nil { // learning the host's latencies
-				sentAt = mono()
-			}
-			resp, err = send(x.via, sreq, x.p.AttemptTimeout, x.p.ExchangeTimeout)
-			if x.gate.perHost() { // a success is counted at its send time, no clock read
-				sent.req, sent.resp, sent.err, sent.sent = areq, resp, err, lastRead
-				x.gate.report(&x.judge, &sent)
-			}
-			if x.hedge != nil && err == nil {
-				x.hedge.lat.record(mono() - sentAt)
-			}
-			if sends != nil { // net/http resent the request itself: each resend is an attempt
-				for range sends.extra() {
-					attempt++
-					x.gate.budget.withdraw(mono(), false)
-				}
-			}
+		var err error
+		areq, resp, err, n = t.sendAttempt(x, areq, n, &sent)
+		if resp, end = t.verdict(x, areq, resp, err, n); end.over() {
+			return t.finish(x, &end)
 		}
-		if t.PeekBody > 0 && resp != nil && resp.StatusCode >= 400 {
-			resp.Body = peek(resp.Body, t.PeekBody)
-		}
-		if x.judge.settled(resp, err) {
-			return t.finish(x, &ending{resp, nil, attempt, ReasonNotRetryable})
-		}
-		retry, stop, trigger, replaced := x.judge.decide(areq, resp, err, sendable{
-			again:       x.replayable && x.prep.body.replayable,
-			unsentAgain: x.prep.body.replayable,
-			keyed:       x.keyed,
-		})
-		if replaced != nil { // ShouldRetry's error is the outcome now
-			if resp != nil {
-				discard(resp)
-			}
-			resp, err = nil, replaced
-		}
-		if !retry {
-			if stop == ReasonNotRetryable && trigger != "" && spent(resp, err) {
-				// A Transport below retried this under its own Policy and
-				// gave up: two retry layers on one path.
-				t.stacked(x.ctx, areq, stackedRetryhttp)
-			}
-			return t.finish(x, &ending{resp, err, attempt, stop})
-		}
-		e := Event{Request: areq, Attempt: attempt, Response: resp, Err: err, Trigger: trigger}
-		if t.Backoff == nil {
-			prev = x.p.backoff(attempt-1, prev, rand.Float64(), resp != nil && resp.StatusCode == http.StatusTooManyRequests)
-		} else if attempt < x.p.MaxAttempts { // asked only for a retry that may follow
-			prev = max(0, t.Backoff(areq, attempt, resp))
-		}
-		e.Wait = prev
-		lastRead = t.nextWait(x, &e)
-		t.event(x.ctx, &e)
-		if e.GiveUp != ReasonNone {
-			return t.finish(x, &ending{resp, err, attempt, e.GiveUp})
-		}
-		if last, err = x.pause(resp, lastRead); err != nil {
-			return t.finish(x, &ending{nil, err, attempt, ReasonCanceled})
+		if end = x.pause(resp, n); end.over() {
+			return t.finish(x, &end)
 		}
 	}
 }
 
-// pause waits until due, when the retry is to be sent on mono's clock
-// (nextWait's reading plus the wait): the time the hooks took since is not
-// waited again, and a wait already over (a backoff of a nanosecond) is not
-// slept at all. It keeps resp to return should the next attempt not be
-// sent (a brake refuses it, the body cannot be had again), and otherwise
-// drains it; a wait cut short by the context returns its cause, the kept
-// response closed.
-func (x *exchange) pause(resp *http.Response, due time.Duration) (last *http.Response, err error) {
+// admit prepares attempt n's request and asks the brakes for it. The call
+// ends there when the request cannot be had again (its body,
+// BeforeAttempt) or a brake refuses it: with the response kept from the
+// previous attempt, if any (see cannotSend). Once the attempt is
+// admitted, that response is drained.
+func (t *Transport) admit(x *exchange, n int, sent *sentAttempt) (*http.Request, ending) {
+	areq, reason, err := x.prep.prepare(n)
+	switch reason {
+	case ReasonBody:
+		return nil, t.cannotSend(x, &Event{Request: x.req, Attempt: n - 1, Response: x.last, Err: err, GiveUp: ReasonBody})
+	case ReasonBeforeAttempt:
+		x.dropLast()
+		return nil, ending{nil, err, n - 1, ReasonBeforeAttempt}
+	}
+	if x.gate.perHost() {
+		if x.gate.readsTime() { // its send time, near enough for the windows, made only for a brake that reads it
+			sent.at = monoBase.Add(x.due)
+		}
+		if refused, err := x.gate.allow(x.ctx, sent, true); refused != ReasonNone {
+			return nil, t.refused(x, &Event{Request: areq, Attempt: n - 1, Response: x.last, Err: err, GiveUp: refused})
+		}
+	}
+	x.dropLast()
+	return areq, ending{}
+}
+
+// sendAttempt sends areq, attempt n, and returns the request judged, its
+// outcome and the number of the last attempt made: raced with hedges when
+// the request may be hedged and its host's latencies are known (each copy
+// is an attempt), sent once otherwise (and a resend net/http made of it on
+// its own counts as an attempt too).
+func (t *Transport) sendAttempt(x *exchange, areq *http.Request, n int, sent *sentAttempt) (*http.Request, *http.Response, error, int) {
+	var resp *http.Response
+	var err error
+	if delay, ok := x.hedge.delayFor(t.Hedge); ok && n < x.p.MaxAttempts {
+		x.hedge.delay = delay
+		var copies int
+		areq, resp, err, copies = x.hedge.race(x.ctx, areq, n, sent)
+		n += copies - 1
+	} else {
+		sreq, sends := traceSends(x.base, areq, x.p.MaxAttempts-n+1)
+		var sentAt time.Duration
+		if x.hedge != nil { // learning the host's latencies
+			sentAt = mono()
+		}
+		resp, err = send(x.via, sreq, x.p.AttemptTimeout, x.p.ExchangeTimeout)
+		if x.gate.perHost() { // a success is counted at its send time, no clock read
+			sent.req, sent.resp, sent.err, sent.sent = areq, resp, err, x.due
+			x.gate.report(&x.judge, sent)
+		}
+		if x.hedge != nil && err == nil {
+			x.hedge.lat.record(mono() - sentAt)
+		}
+		if sends != nil { // net/http resent the request itself: each resend is an attempt
+			for range sends.extra() {
+				n++
+				x.gate.budget.withdraw(mono(), false)
+			}
+		}
+	}
+	if t.PeekBody > 0 && resp != nil && resp.StatusCode >= 400 {
+		resp.Body = peek(resp.Body, t.PeekBody)
+	}
+	return areq, resp, err, n
+}
+
+// verdict judges attempt n's outcome. The call ends with it when it is
+// usable, not retryable, or no retry can follow (see nextWait); otherwise
+// a retry follows at x.due, once the event that says so is told, and the
+// response to drain or keep meanwhile is returned (see pause).
+func (t *Transport) verdict(x *exchange, areq *http.Request, resp *http.Response, err error, n int) (*http.Response, ending) {
+	if x.judge.plainSuccess(resp, err) {
+		return nil, ending{resp, nil, n, ReasonNotRetryable}
+	}
+	retry, stop, trigger, replaced := x.judge.decide(areq, resp, err, sendable{
+		again:       x.replayable && x.prep.body.replayable,
+		unsentAgain: x.prep.body.replayable,
+		keyed:       x.keyed,
+	})
+	if replaced != nil { // ShouldRetry's error is the outcome now
+		if resp != nil {
+			discard(resp)
+		}
+		resp, err = nil, replaced
+	}
+	if !retry {
+		if stop == ReasonNotRetryable && trigger != "" && spent(resp, err) {
+			// A Transport below retried this under its own Policy and
+			// gave up: two retry layers on one path.
+			t.stacked(x.ctx, areq, stackedRetryhttp)
+		}
+		return nil, ending{resp, err, n, stop}
+	}
+	e := Event{Request: areq, Attempt: n, Response: resp, Err: err, Trigger: trigger}
+	if t.Backoff == nil {
+		x.prev = x.p.backoff(n-1, x.prev, rand.Float64(), resp != nil && resp.StatusCode == http.StatusTooManyRequests)
+	} else if n < x.p.MaxAttempts { // asked only for a retry that may follow
+		x.prev = max(0, t.Backoff(areq, n, resp))
+	}
+	e.Wait = x.prev
+	x.due = t.nextWait(x, &e)
+	t.event(x.ctx, &e)
+	if e.GiveUp != ReasonNone {
+		return nil, ending{resp, err, n, e.GiveUp}
+	}
+	return resp, ending{}
+}
+
+// pause waits until x.due, when the retry that follows attempt n is to be
+// sent on mono's clock (nextWait's reading plus the wait): the time the
+// hooks took since is not waited again, and a wait already over (a
+// backoff of a nanosecond) is not slept at all. It keeps resp in x.last,
+// to return should the next attempt not be sent (a brake refuses it, the
+// body cannot be had again), and otherwise drains it; a wait cut short by
+// the context ends the call with its cause, the kept response closed.
+func (x *exchange) pause(resp *http.Response, n int) ending {
 	if resp != nil {
 		if x.gate.perHost() || x.prep.body.mayFail() {
-			last = keep(resp)
+			x.last = keep(resp)
 		} else {
 			discard(resp)
 		}
 	}
-	if err := sleep(x.ctx, due-mono()); err != nil {
-		if last != nil {
-			discard(last)
-		}
-		return nil, err
+	if err := sleep(x.ctx, x.due-mono()); err != nil {
+		x.dropLast()
+		return ending{nil, err, n, ReasonCanceled}
 	}
-	return last, nil
+	return ending{}
+}
+
+// dropLast drains and forgets the response kept from the previous
+// attempt, if any.
+func (x *exchange) dropLast() {
+	if x.last != nil {
+		discard(x.last)
+		x.last = nil
+	}
 }
 
 // nextWait sets e.Wait, the wait before the retry that follows e's
@@ -530,7 +585,7 @@ func (t *Transport) policy(override *Policy) (*Policy, error) {
 		p, err := override.resolve()
 		return &p, err
 	}
-	if r := t.resolved.Load(); r != nil && r.src.same(&t.Policy) {
+	if r := t.resolved.Load(); r != nil && r.src == t.Policy {
 		return &r.p, nil
 	}
 	p, err := t.Policy.resolve()
@@ -555,25 +610,24 @@ func (t *Transport) retryBudget() *Budget {
 // otherwise a RetryError wrapping e.Err. It is a give-up, reported like any
 // other: the event names e.Request, the attempt that could not be sent,
 // and the caller's request is the response's Request.
-func (t *Transport) cannotSend(x *exchange, e *Event) (*http.Response, error) {
+func (t *Transport) cannotSend(x *exchange, e *Event) ending {
 	if e.Response != nil {
 		e.Err = nil
 	}
 	t.event(x.ctx, e)
-	return t.finish(x, &ending{e.Response, e.Err, e.Attempt, e.GiveUp})
+	x.last = nil // returned
+	return ending{e.Response, e.Err, e.Attempt, e.GiveUp}
 }
 
 // refused ends a RoundTrip whose next attempt, e.Request, the gate
 // refused for e.GiveUp: when the caller's context ended in the limit's
 // queue (ReasonCanceled), as the caller's own doing, no give-up, and
 // otherwise as a give-up (see cannotSend).
-func (t *Transport) refused(x *exchange, e *Event) (*http.Response, error) {
+func (t *Transport) refused(x *exchange, e *Event) ending {
 	closeRequestBody(e.Request)
 	if e.GiveUp == ReasonCanceled {
-		if e.Response != nil {
-			discard(e.Response)
-		}
-		return t.finish(x, &ending{nil, e.Err, e.Attempt, ReasonCanceled})
+		x.dropLast()
+		return ending{nil, e.Err, e.Attempt, ReasonCanceled}
 	}
 	return t.cannotSend(x, e)
 }

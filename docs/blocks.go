@@ -39,7 +39,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	stripe "github.com/stripe/stripe-go/v82"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -78,8 +77,8 @@ func TestClientSurvivesAFlakyServer(t *testing.T) {
 func readme1_0() {
 	client := &http.Client{
 		Transport: &retryhttp.Transport{
-			InjectIdempotencyKey: true, // POST/PATCH get one Idempotency-Key, kept on every attempt
-			Policy:               retryhttp.Policy{MaxAttempts: 4, MaxElapsed: 10 * time.Second},
+			InjectIdempotencyKey: true,                                           // POST/PATCH get one Idempotency-Key, kept on every attempt
+			Policy:               retryhttp.Policy{MaxElapsed: 10 * time.Second}, // all attempts (4 by default) within 10 s, not 30
 		},
 		Timeout: 15 * time.Second,
 	}
@@ -213,20 +212,20 @@ func client1_0() {
 	metrics, err := retryhttp.NewMetrics(reg, retryhttp.MetricsOptions{}) // serve reg with promhttp.HandlerFor
 	if err != nil {
 	}
-	breaker, err := retryhttp.NewBreaker(retryhttp.BreakerOptions{Failures: 5, OpenFor: 30 * time.Second})
+	breaker, err := retryhttp.NewBreaker(retryhttp.BreakerOptions{}) // per host: 5 failures in a row open it for 30 s
 	if err != nil {
 	}
-	budget, err := retryhttp.NewBudget(retryhttp.BudgetOptions{Ratio: 0.1, MinPerSecond: 10}) // the defaults
+	budget, err := retryhttp.NewBudget(retryhttp.BudgetOptions{}) // 10% of requests plus 10 retries/s, over 10 s
 	if err != nil {
 	}
 
 	client := &http.Client{Transport: &retryhttp.Transport{
-		Budget:  budget,         // share one *Budget among the clients of one dependency
-		Breaker: breaker,        // per host: fails fast with retryhttp.ErrCircuitOpen while open
-		Logger:  slog.Default(), // Debug per retry, Warn per give-up (nil means the same)
+		Budget:  budget,  // one *Budget for every client of one dependency (nil: the Transport's own, the same defaults)
+		Breaker: breaker, // fails fast with retryhttp.ErrCircuitOpen while open
 		Hooks: []retryhttp.Hook{metrics, retryhttp.HookFunc(func(ctx context.Context, e retryhttp.Event) {
 			// your own telemetry: e.Kind is EventRetry, EventGiveUp, EventDone...
 		})},
+		// Logger: nil logs to slog.Default(): Debug per retry, Warn per give-up
 	}}
 	_ = reg
 	_ = metrics
