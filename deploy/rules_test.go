@@ -31,6 +31,7 @@ import (
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/outbox"
 	"github.com/retryhttp/retryhttp/overload"
+	"github.com/retryhttp/retryhttp/queue"
 	"github.com/retryhttp/retryhttp/queue/kafka"
 	"github.com/retryhttp/retryhttp/queue/natsjs"
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
@@ -152,8 +153,7 @@ func TestExpressionsOnTheLibrarysMetrics(t *testing.T) {
 			check("panel "+strconv.Quote(p.Title), tg.Expr, true)
 		}
 	}
-	// Every consumer that ended messages shows in the dead-letter rate,
-	// whatever its broker calls the outcome (terminated, rejected, dead).
+	// Every consumer that ended messages shows in the dead-letter rate.
 	for _, b := range []string{"nats", "rabbitmq", "kafka", "sqs"} {
 		check("queue:dead:rate5m of broker "+b, `queue:dead:rate5m{broker="`+b+`"} > 0`, true)
 	}
@@ -272,23 +272,18 @@ func exercise(t *testing.T, reg *prometheus.Registry) [][]*dto.MetricFamily {
 	}
 	consume := func(round int) {
 		for i := range 10 {
-			k := []natsjs.EventKind{natsjs.EventProcessed, natsjs.EventProcessed, natsjs.EventDuplicate, natsjs.EventFailed}[i%4]
+			k := []queue.EventKind{queue.EventProcessed, queue.EventProcessed, queue.EventDuplicate, queue.EventFailed}[i%4]
 			if i == 9 && round%5 == 0 {
-				k = natsjs.EventTerminated
+				k = queue.EventDead
 			}
-			natsMetrics.OnEvent(context.Background(), natsjs.Event{Kind: k, Deliveries: 1 + i%3})
-			rk := []rabbitmq.EventKind{rabbitmq.EventProcessed, rabbitmq.EventDuplicate, rabbitmq.EventFailed}[i%3]
+			natsMetrics.OnEvent(context.Background(), natsjs.Event{Kind: k, Attempt: 1 + i%3})
+			rk := []queue.EventKind{queue.EventProcessed, queue.EventDuplicate, queue.EventFailed}[i%3]
 			if i == 9 && round%5 == 0 {
-				rk = rabbitmq.EventRejected
+				rk = queue.EventDead
 			}
-			rabbitMetrics.OnEvent(context.Background(), rabbitmq.Event{Kind: rk, Redelivered: i%2 == 1})
-			kk := []kafka.EventKind{kafka.EventProcessed, kafka.EventDuplicate, kafka.EventFailed}[i%3]
-			sk := []sqs.EventKind{sqs.EventProcessed, sqs.EventDuplicate, sqs.EventFailed}[i%3]
-			if i == 9 && round%5 == 0 {
-				kk, sk = kafka.EventDead, sqs.EventDead
-			}
-			kafkaMetrics.OnEvent(context.Background(), kafka.Event{Kind: kk, Attempt: 1 + i%2})
-			sqsMetrics.OnEvent(context.Background(), sqs.Event{Kind: sk, Receives: 1 + i%2})
+			rabbitMetrics.OnEvent(context.Background(), rabbitmq.Event{Kind: rk, Attempt: 1 + i%2})
+			kafkaMetrics.OnEvent(context.Background(), kafka.Event{Kind: rk, Attempt: 1 + i%2})
+			sqsMetrics.OnEvent(context.Background(), sqs.Event{Kind: rk, Attempt: 1 + i%2})
 		}
 	}
 

@@ -3,16 +3,14 @@ package queue
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime/debug"
 )
 
 // Permanent marks err as a failure that no redelivery can fix (a message
-// that does not parse, an order that no longer exists): a consumer wrapper
-// given it ends the message at once, terminated or dead-lettered, instead
-// of redelivering it until its MaxAttempts. The key is released, as for any
-// failure, so a corrected message under the same key runs. Permanent(nil)
-// is nil.
+// that does not parse, an order that no longer exists): a consumer given
+// it ends the message at once (EventDead) instead of running it again
+// until its MaxAttempts. The key is released, as for any failure, so a
+// corrected message under the same key runs. Permanent(nil) is nil.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
@@ -32,10 +30,10 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// PanicError is the failure a consumer wrapper reports when its handler
-// panicked: the handler's run counts as failed (the key released, the
-// message redelivered with a backoff or ended at MaxAttempts), and the
-// process goes on with the messages behind it.
+// PanicError is the failure a consumer reports when its handler panicked:
+// the handler's run counts as failed (the key released, the message run
+// again after its backoff or ended at MaxAttempts), and the process goes
+// on with the messages behind it.
 type PanicError struct {
 	Value any    // what the handler panicked with
 	Stack []byte // the handler's goroutine stack at the panic
@@ -49,28 +47,16 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// Run calls h and returns what it returns, or a *PanicError if it panicked.
-// The consumer wrappers run their handlers through it, inside the
+// run calls h and returns what it returns, or a *PanicError if it
+// panicked. Process runs handlers through it, inside the
 // idempotency.Runner, so that a panic releases the key like a returned
 // error rather than crashing the consumer with the message unacknowledged,
 // which brings it back without end.
-func Run(h func() ([]byte, error)) (out []byte, err error) {
+func run(h func() ([]byte, error)) (out []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			out, err = nil, &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return h()
-}
-
-// FailureAttrs are what the consumer wrappers' log records of a failed or
-// ended delivery say: its key, its delivery count, the error, and the
-// stack of a handler that panicked.
-func FailureAttrs(key string, deliveries int, err error) []slog.Attr {
-	attrs := []slog.Attr{slog.String("key", key), slog.Int("deliveries", deliveries), slog.String("error", err.Error())}
-	var p *PanicError
-	if errors.As(err, &p) {
-		attrs = append(attrs, slog.String("stack", string(p.Stack)))
-	}
-	return attrs
 }

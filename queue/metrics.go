@@ -1,18 +1,7 @@
-// Package queue holds what the queue consumer wrappers share: the
-// Prometheus series they count into, so that queue/natsjs, queue/rabbitmq,
-// queue/kafka and queue/sqs (modules of their own) feed one dashboard and
-// one set of rules (use those modules' NewMetrics; this package is the
-// series they register); the failures every consumer treats alike:
-// Permanent, for a handler to end a message that no redelivery can fix,
-// and PanicError, what a handler's panic becomes; Backoff and Sleep, how
-// a failure is waited out; and Hook and HookFunc, the shape of their
-// hooks (each names its own, for its own Event).
-//
-//	queue_messages_total{broker,consumer,outcome}  deliveries by outcome
-//	queue_redeliveries_total{broker,consumer}      deliveries that were not a message's first
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -21,56 +10,57 @@ import (
 	"github.com/retryhttp/retryhttp/internal/promreg"
 )
 
-// Counter counts the deliveries of one consumer of one broker.
-type Counter struct {
-	outcomes     map[string]prometheus.Counter
-	messages     *prometheus.CounterVec
-	broker, name string
+// Metrics counts a consumer's attempts. It is a Hook: put it in the
+// consumer's Options.Hooks. Every consumer counts into the same series,
+// labelled by broker, so one dashboard and one set of rules serve them
+// all:
+//
+//	queue_messages_total{broker,consumer,outcome}  attempts by outcome (an EventKind: processed, duplicate, failed, dead)
+//	queue_redeliveries_total{broker,consumer}      attempts that were not a message's first
+//
+// A nil *Metrics counts nothing.
+type Metrics[M any] struct {
+	outcomes     [EventDead + 1]prometheus.Counter
 	redeliveries prometheus.Counter
 }
 
-// NewCounter registers the series on reg (or shares them, when another
-// consumer registered them already) and returns the counter of consumer
-// on broker. outcomes are the outcomes it counts, shown at 0 from the
-// start.
-func NewCounter(reg prometheus.Registerer, broker, consumer string, outcomes ...string) (*Counter, error) {
+// NewMetrics registers the series on reg (or shares them, when another
+// consumer registered them already) and returns the counters of the
+// consumer named consumer (its group, its queue) on broker, each outcome
+// shown at 0 from the start. queue/natsjs, queue/rabbitmq, queue/kafka and
+// queue/sqs each have a NewMetrics that names its broker.
+func NewMetrics[M any](reg prometheus.Registerer, broker, consumer string) (*Metrics[M], error) {
 	if reg == nil || broker == "" || consumer == "" {
-		return nil, errors.New("queue: NewCounter: nil Registerer, or empty broker or consumer name")
+		return nil, errors.New("queue: NewMetrics: nil Registerer, or empty broker or consumer name")
 	}
 	messages, err := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "queue_messages_total",
 		Help: "Queue deliveries run through a retryhttp consumer wrapper, by broker, consumer and outcome.",
 	}, []string{"broker", "consumer", "outcome"}))
 	if err != nil {
-		return nil, fmt.Errorf("queue: NewCounter: %w", err)
+		return nil, fmt.Errorf("queue: NewMetrics: %w", err)
 	}
 	redeliveries, err := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "queue_redeliveries_total",
 		Help: "Queue deliveries that were not a message's first, by broker and consumer.",
 	}, []string{"broker", "consumer"}))
 	if err != nil {
-		return nil, fmt.Errorf("queue: NewCounter: %w", err)
+		return nil, fmt.Errorf("queue: NewMetrics: %w", err)
 	}
-	c := &Counter{outcomes: map[string]prometheus.Counter{}, messages: messages, broker: broker, name: consumer,
-		redeliveries: redeliveries.WithLabelValues(broker, consumer)}
-	for _, o := range outcomes {
-		c.outcomes[o] = messages.WithLabelValues(broker, consumer, o)
+	m := &Metrics[M]{redeliveries: redeliveries.WithLabelValues(broker, consumer)}
+	for k := EventProcessed; k <= EventDead; k++ {
+		m.outcomes[k] = messages.WithLabelValues(broker, consumer, k.String())
 	}
-	return c, nil
+	return m, nil
 }
 
-// Count counts one delivery with outcome, and whether it was a
-// redelivery. A nil *Counter counts nothing.
-func (c *Counter) Count(outcome string, redelivered bool) {
-	if c == nil {
+// OnEvent counts e.
+func (m *Metrics[M]) OnEvent(_ context.Context, e Event[M]) {
+	if m == nil || e.Kind < EventProcessed || e.Kind > EventDead {
 		return
 	}
-	if m, ok := c.outcomes[outcome]; ok {
-		m.Inc()
-	} else {
-		c.messages.WithLabelValues(c.broker, c.name, outcome).Inc()
-	}
-	if redelivered {
-		c.redeliveries.Inc()
+	m.outcomes[e.Kind].Inc()
+	if e.Attempt > 1 {
+		m.redeliveries.Inc()
 	}
 }

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -12,28 +13,34 @@ import (
 
 // Two consumers of two brokers on one registry share the series, each
 // outcome shown at 0 from the start, and bad input is refused.
-func TestCounter(t *testing.T) {
+func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a, err := queue.NewCounter(reg, "nats", "fulfilment", "processed", "duplicate")
+	a, err := queue.NewMetrics[string](reg, "nats", "fulfilment")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := queue.NewCounter(reg, "rabbitmq", "emails", "processed")
+	b, err := queue.NewMetrics[int](reg, "rabbitmq", "emails")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Count("processed", false)
-	a.Count("processed", true)
-	b.Count("rejected", true) // an outcome not named up front still counts
-	var none *queue.Counter
-	none.Count("processed", true)
+	ctx := context.Background()
+	a.OnEvent(ctx, queue.Event[string]{Kind: queue.EventProcessed, Attempt: 1})
+	a.OnEvent(ctx, queue.Event[string]{Kind: queue.EventProcessed, Attempt: 2})
+	b.OnEvent(ctx, queue.Event[int]{Kind: queue.EventDead, Attempt: 3})
+	b.OnEvent(ctx, queue.Event[int]{Kind: 0, Attempt: 1}) // no outcome: not counted
+	var none *queue.Metrics[int]
+	none.OnEvent(ctx, queue.Event[int]{Kind: queue.EventProcessed, Attempt: 2})
 	const want = `
 # HELP queue_messages_total Queue deliveries run through a retryhttp consumer wrapper, by broker, consumer and outcome.
 # TYPE queue_messages_total counter
+queue_messages_total{broker="nats",consumer="fulfilment",outcome="dead"} 0
 queue_messages_total{broker="nats",consumer="fulfilment",outcome="duplicate"} 0
+queue_messages_total{broker="nats",consumer="fulfilment",outcome="failed"} 0
 queue_messages_total{broker="nats",consumer="fulfilment",outcome="processed"} 2
+queue_messages_total{broker="rabbitmq",consumer="emails",outcome="dead"} 1
+queue_messages_total{broker="rabbitmq",consumer="emails",outcome="duplicate"} 0
+queue_messages_total{broker="rabbitmq",consumer="emails",outcome="failed"} 0
 queue_messages_total{broker="rabbitmq",consumer="emails",outcome="processed"} 0
-queue_messages_total{broker="rabbitmq",consumer="emails",outcome="rejected"} 1
 # HELP queue_redeliveries_total Queue deliveries that were not a message's first, by broker and consumer.
 # TYPE queue_redeliveries_total counter
 queue_redeliveries_total{broker="nats",consumer="fulfilment"} 1
@@ -43,11 +50,11 @@ queue_redeliveries_total{broker="rabbitmq",consumer="emails"} 1
 		t.Fatal(err)
 	}
 	for _, bad := range [][2]string{{"", "x"}, {"nats", ""}} {
-		if _, err := queue.NewCounter(reg, bad[0], bad[1]); err == nil {
-			t.Errorf("NewCounter(%q, %q) accepted", bad[0], bad[1])
+		if _, err := queue.NewMetrics[int](reg, bad[0], bad[1]); err == nil {
+			t.Errorf("NewMetrics(%q, %q) accepted", bad[0], bad[1])
 		}
 	}
-	if _, err := queue.NewCounter(nil, "nats", "x"); err == nil {
+	if _, err := queue.NewMetrics[int](nil, "nats", "x"); err == nil {
 		t.Error("a nil Registerer accepted")
 	}
 }

@@ -117,7 +117,12 @@ func consume(args []string, stderr io.Writer) int {
 	var handler jetstream.MessageHandler
 	if runner != nil {
 		handler, err = natsjs.Handler(natsjs.Options{Runner: runner, Logger: quiet, Backoff: backoff,
-			Key: func(m jetstream.Msg) (string, error) { return orderKey(m.Data()) }, // the business key: the order, whichever message carries it
+			// JetStream counts every delivery, those of a killed consumer's
+			// held messages too: the incident kills consumers about 90
+			// times, so a message may be delivered far more than 5 times
+			// (the default) without ever failing.
+			MaxAttempts: 100,
+			Key:         func(m jetstream.Msg) (string, error) { return orderKey(m.Data()) }, // the business key: the order, whichever message carries it
 		}, func(ctx context.Context, m jetstream.Msg) ([]byte, error) {
 			return nil, ship(ctx, m.Data()) // ctx carries the order: the shipment's key is the same on every delivery
 		})

@@ -239,7 +239,7 @@ func TestDefaultKey(t *testing.T) {
 
 	effects := map[string]int{}
 	for _, e := range consume(t, b.Addr, topic, 2*len(family), func(r *kgo.Record) { effects[header(r, kafkaoutbox.MessageIDHeader)]++ }) {
-		if e.Kind != kafka.EventProcessed && e.Kind != kafka.EventDuplicate {
+		if e.Kind != queue.EventProcessed && e.Kind != queue.EventDuplicate {
 			t.Errorf("the consumer reported %v for a record: %v", e.Kind, e.Err)
 		}
 	}

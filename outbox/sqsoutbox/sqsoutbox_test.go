@@ -231,7 +231,7 @@ func TestDefaultKey(t *testing.T) {
 		}
 	})
 	for _, e := range events {
-		if e.Kind != sqs.EventProcessed && e.Kind != sqs.EventDuplicate {
+		if e.Kind != queue.EventProcessed && e.Kind != queue.EventDuplicate {
 			bad = append(bad, fmt.Sprint(e.Kind, ": ", e.Err))
 		}
 	}

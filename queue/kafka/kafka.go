@@ -27,7 +27,8 @@
 // the partitions of a poll run at once. A failed record is tried again in
 // place, after its backoff: its partition waits for at most MaxAttempts-1
 // backoffs, then the record goes to the dead-letter topic and the
-// partition moves on. The other partitions' records of the same poll run
+// partition moves on (the rules are package queue's, the same for every
+// consumer). The other partitions' records of the same poll run
 // meanwhile (20 in 8 ms while a record waited two backoffs of 100 ms, in
 // TestAFailingRecordHoldsBackItsPartitionOnly), but the next poll waits for
 // the whole poll to be committed: a record that keeps failing delays every
@@ -67,6 +68,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/retryhttp/retryhttp/idempotency"
@@ -81,7 +83,6 @@ const KeyHeader = "Idempotency-Key"
 
 // Defaults of the zero Options fields.
 const (
-	DefaultMaxAttempts    = 5
 	DefaultMaxPollRecords = 100
 	DeadLetterSuffix      = ".dlq"
 )
@@ -94,7 +95,9 @@ const (
 	HeaderDeadError     = "Dead-Error"     // why it was dead-lettered
 )
 
-// Options configure a Consumer.
+// Options configure a Consumer. Runner, Key, MaxAttempts, Backoff, Logger
+// and Hooks are every consumer's, with the same zero values
+// (queue.Config).
 type Options struct {
 	// Runner runs each record once per key. Required; its Store is where
 	// the keys are kept (a shared store, for consumers in many
@@ -106,7 +109,8 @@ type Options struct {
 	// cannot be deduplicated.
 	Key func(*kgo.Record) (string, error)
 	// MaxAttempts is how many times a record runs in this process before
-	// it goes to the dead-letter topic. 0 means DefaultMaxAttempts.
+	// it goes to the dead-letter topic. A run of its key elsewhere is
+	// waited for and not counted. 0 means queue.DefaultMaxAttempts.
 	MaxAttempts int
 	// Backoff gives the wait before a failed record runs again; the zero
 	// Backoff waits up to 1 s, then 2 s, ... up to 1 min, with full
@@ -120,7 +124,7 @@ type Options struct {
 	MaxPollRecords int
 	// Logger gets failures and dead letters; nil means slog.Default().
 	Logger *slog.Logger
-	// Hooks are told each record's outcome (see Hook).
+	// Hooks are told each attempt's outcome.
 	Hooks []Hook
 }
 
@@ -128,11 +132,33 @@ type Options struct {
 // under the record's key and handed to the key's duplicates.
 type Handler func(ctx context.Context, r *kgo.Record) ([]byte, error)
 
+// Event is what a Hook is told of one attempt at a record; Message is the
+// record.
+type Event = queue.Event[*kgo.Record]
+
+// Hook observes a Consumer: an event for each attempt's outcome. OnEvent
+// runs on the partition's goroutine and must not block.
+type Hook = queue.Hook[*kgo.Record]
+
+// HookFunc is a function that is a Hook.
+type HookFunc = queue.HookFunc[*kgo.Record]
+
+// Metrics counts a Consumer's attempts into package queue's series, with
+// broker="kafka". It is a Hook: put it in Options.Hooks.
+type Metrics = queue.Metrics[*kgo.Record]
+
+// NewMetrics registers the counters on reg for the consumer named
+// consumer (its group, say); several consumers on one registry share
+// them, labelled by consumer.
+func NewMetrics(reg prometheus.Registerer, consumer string) (*Metrics, error) {
+	return queue.NewMetrics[*kgo.Record](reg, "kafka", consumer)
+}
+
 // Consumer runs the records of a consumer group once per key. Run it once.
 type Consumer struct {
-	cl *kgo.Client
-	o  Options
-	h  Handler
+	cl   *kgo.Client
+	o    Options
+	core *queue.Core[*kgo.Record]
 }
 
 // NewConsumer returns a Consumer of cl's group. cl must consume as a
@@ -143,14 +169,16 @@ func NewConsumer(cl *kgo.Client, o Options, h Handler) (*Consumer, error) {
 	switch {
 	case cl == nil:
 		return nil, errors.New("kafka: nil client")
-	case o.Runner == nil:
-		return nil, errors.New("kafka: nil Runner")
-	case h == nil:
-		return nil, errors.New("kafka: nil handler")
-	case o.MaxAttempts < 0:
-		return nil, fmt.Errorf("kafka: MaxAttempts %d is negative", o.MaxAttempts)
 	case o.MaxPollRecords < 0:
 		return nil, fmt.Errorf("kafka: MaxPollRecords %d is negative", o.MaxPollRecords)
+	}
+	if o.Key == nil {
+		o.Key = headerKey
+	}
+	core, err := queue.NewCore(queue.Config[*kgo.Record]{Broker: "kafka", Runner: o.Runner, Key: o.Key, MaxAttempts: o.MaxAttempts,
+		Backoff: o.Backoff, Logger: o.Logger, Hooks: o.Hooks, Handler: h})
+	if err != nil {
+		return nil, err
 	}
 	if g, _ := cl.OptValue(kgo.ConsumerGroup).(string); g == "" {
 		return nil, errors.New("kafka: the client consumes no group (kgo.ConsumerGroup)")
@@ -161,24 +189,14 @@ func NewConsumer(cl *kgo.Client, o Options, h Handler) (*Consumer, error) {
 	if block, _ := cl.OptValue(kgo.BlockRebalanceOnPoll).(bool); !block {
 		return nil, errors.New("kafka: the client lets a rebalance move a partition while its records run (add kgo.BlockRebalanceOnPoll)")
 	}
-	if err := o.Backoff.Validate(); err != nil {
-		return nil, fmt.Errorf("kafka: %w", err)
-	}
-	if o.Key == nil {
-		o.Key = headerKey
-	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = DefaultMaxAttempts
-	}
 	if o.MaxPollRecords == 0 {
 		o.MaxPollRecords = DefaultMaxPollRecords
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Consumer{cl: cl, o: o, h: h}, nil
+	return &Consumer{cl: cl, o: o, core: core}, nil
 }
-
 func headerKey(r *kgo.Record) (string, error) {
 	for _, h := range r.Headers {
 		if h.Key == KeyHeader && len(h.Value) > 0 {
@@ -249,52 +267,52 @@ func (c *Consumer) partition(ctx context.Context, rs []*kgo.Record) *kgo.Record 
 }
 
 // record runs r until its outcome is stored, and reports whether it was:
-// false only when ctx ended first.
+// false only when ctx ended first. A failed record runs again in place,
+// after its backoff.
 func (c *Consumer) record(ctx context.Context, r *kgo.Record) bool {
-	e := Event{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-	key, err := c.o.Key(r)
-	if err != nil {
-		e.Kind, e.Err = EventDead, err
-		return c.deadLetter(ctx, r, e)
-	}
-	e.Key = key
-	for attempt := 1; ; {
-		e.Attempt = attempt
-		_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) {
-			return queue.Run(func() ([]byte, error) { return c.h(ctx, r) })
-		})
+	d := &delivery{c: c, r: r, attempt: 1}
+	for {
+		e := c.core.Process(ctx, d)
 		switch {
-		case err == nil:
-			e.Kind = EventProcessed
-			if replayed {
-				e.Kind = EventDuplicate
-			}
-			c.tell(ctx, e)
-			return true
-		case ctx.Err() != nil:
+		case ctx.Err() != nil && e.Kind == queue.EventFailed:
 			return false
-		case queue.IsPermanent(err) || attempt >= c.o.MaxAttempts && !errors.Is(err, idempotency.ErrInFlight):
-			e.Kind, e.Err = EventDead, err
-			return c.deadLetter(ctx, r, e)
-		}
-		e.Kind, e.Err = EventFailed, err
-		if !errors.Is(err, idempotency.ErrInFlight) { // a run elsewhere is waited for, not counted
-			attempt++
-		}
-		wait := c.o.Backoff.Wait(attempt-1, rand.Float64())
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "kafka: record failed; running it again", append(queue.FailureAttrs(key, e.Attempt, err),
-			slog.String("topic", r.Topic), slog.Int("partition", int(r.Partition)), slog.Int64("offset", r.Offset), slog.String("after", wait.String()))...)
-		c.tell(ctx, e)
-		if !queue.Sleep(ctx, wait) {
-			return false
+		case e.Kind != queue.EventFailed:
+			return e.SettleErr == nil // a dead letter is stored once the broker has it
+		case !errors.Is(e.Err, idempotency.ErrInFlight): // a run elsewhere is waited for, not counted
+			d.attempt++
 		}
 	}
 }
 
-// deadLetter produces r to the dead-letter topic, trying again after a
-// backoff until the broker has it or ctx ends, and reports whether it
-// has it.
-func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, e Event) bool {
+// delivery is a record as package queue settles it: its attempts are
+// counted in place, a retry waits in the partition's goroutine, and a
+// record that cannot run is produced to the dead-letter topic.
+type delivery struct {
+	c       *Consumer
+	r       *kgo.Record
+	attempt int
+}
+
+func (d *delivery) Message() *kgo.Record      { return d.r }
+func (d *delivery) Attempt() (int, bool)      { return d.attempt, true }
+func (d *delivery) Ack(context.Context) error { return nil } // committed with its poll
+func (d *delivery) Renew(context.Context)     {}
+
+// Retry waits: the record runs again in place (Consumer.record), unless
+// ctx ends first.
+func (d *delivery) Retry(ctx context.Context, wait time.Duration) error {
+	queue.Sleep(ctx, wait)
+	return nil
+}
+
+func (d *delivery) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("topic", d.r.Topic), slog.Int("partition", int(d.r.Partition)), slog.Int64("offset", d.r.Offset)}
+}
+
+// End produces the record to the dead-letter topic, trying again after a
+// backoff until the broker has it or ctx ends.
+func (d *delivery) End(ctx context.Context, cause error) error {
+	c, r := d.c, d.r
 	topic := c.o.DeadLetterTopic
 	if topic == "" {
 		topic = r.Topic + DeadLetterSuffix
@@ -303,25 +321,15 @@ func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, e Event) bool 
 		kgo.RecordHeader{Key: HeaderDeadTopic, Value: []byte(r.Topic)},
 		kgo.RecordHeader{Key: HeaderDeadPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
 		kgo.RecordHeader{Key: HeaderDeadOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
-		kgo.RecordHeader{Key: HeaderDeadError, Value: []byte(e.Err.Error())})}
-	c.o.Logger.LogAttrs(ctx, slog.LevelError, "kafka: record dead-lettered", append(queue.FailureAttrs(e.Key, e.Attempt, e.Err),
-		slog.String("topic", r.Topic), slog.Int("partition", int(r.Partition)), slog.Int64("offset", r.Offset), slog.String("to", topic))...)
+		kgo.RecordHeader{Key: HeaderDeadError, Value: []byte(cause.Error())})}
 	for n := 1; ; n++ {
 		err := c.cl.ProduceSync(ctx, dead).FirstErr()
 		if err == nil {
-			c.tell(ctx, e)
-			return true
+			return nil
 		}
 		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "kafka: producing a dead letter failed", slog.String("to", topic), slog.String("error", err.Error()))
 		if !queue.Sleep(ctx, c.o.Backoff.Wait(n, rand.Float64())) {
-			return false
+			return fmt.Errorf("kafka: the dead letter was not produced before the consumer stopped: %w", err)
 		}
-	}
-}
-
-// tell reports e to the hooks.
-func (c *Consumer) tell(ctx context.Context, e Event) {
-	for _, h := range c.o.Hooks {
-		h.OnEvent(ctx, e)
 	}
 }

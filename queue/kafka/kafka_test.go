@@ -77,7 +77,7 @@ type recorder struct{ testenv.Recorder[kafka.Event] }
 func newRecorder() *recorder { return &recorder{} }
 
 // count is how many events of kind have come.
-func (r *recorder) count(kind kafka.EventKind) int {
+func (r *recorder) count(kind queue.EventKind) int {
 	return r.Count(func(e kafka.Event) bool { return e.Kind == kind })
 }
 
@@ -183,10 +183,10 @@ func TestEachKeyRunsOnceAndIsCommitted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx) }()
-	rec.await(t, "30 records run or replayed", func() bool { return rec.count(kafka.EventProcessed)+rec.count(kafka.EventDuplicate) == 30 })
+	rec.await(t, "30 records run or replayed", func() bool { return rec.count(queue.EventProcessed)+rec.count(queue.EventDuplicate) == 30 })
 	cancel()
 	<-done
-	if got := rec.count(kafka.EventDuplicate); got != 10 {
+	if got := rec.count(queue.EventDuplicate); got != 10 {
 		t.Errorf("%d duplicates, want 10", got)
 	}
 	for key, n := range ran {
@@ -243,7 +243,7 @@ func TestFailuresAreBoundedAndDeadLettered(t *testing.T) {
 	}
 	run(t, c)
 	rec.await(t, "two records processed and three dead", func() bool {
-		return rec.count(kafka.EventProcessed) == 2 && rec.count(kafka.EventDead) == 3
+		return rec.count(queue.EventProcessed) == 2 && rec.count(queue.EventDead) == 3
 	})
 	mu.Lock()
 	if ran["bad"] != 3 || ran["permanent"] != 1 || ran["panics"] != 2 || ran["good"] != 1 || ran[""] != 0 {
@@ -348,7 +348,7 @@ func holdBack(t *testing.T, addr, topic string) heldBack {
 	rec := newRecorder()
 	c, err := kafka.NewConsumer(consumerClient(t, addr, topic+"-group", topic), kafka.Options{Runner: memoryRunner(t), Logger: quietLog,
 		Hooks: []kafka.Hook{rec, kafka.HookFunc(func(_ context.Context, e kafka.Event) {
-			if e.Kind != kafka.EventFailed {
+			if e.Kind != queue.EventFailed {
 				mu.Lock()
 				at[e.Key] = time.Now()
 				mu.Unlock()
@@ -365,7 +365,7 @@ func holdBack(t *testing.T, addr, topic string) heldBack {
 		t.Fatal(err)
 	}
 	run(t, c)
-	rec.await(t, "every record settled", func() bool { return rec.count(kafka.EventProcessed)+rec.count(kafka.EventDead) == len(rs) })
+	rec.await(t, "every record settled", func() bool { return rec.count(queue.EventProcessed)+rec.count(queue.EventDead) == len(rs) })
 	mu.Lock()
 	defer mu.Unlock()
 	for i := range 20 {

@@ -67,22 +67,22 @@ func TestRecordOutlastingTheRebalanceTimeout(t *testing.T) {
 	run(t, second)
 	inFlight := func() bool {
 		n := rec.Count(func(e kafka.Event) bool {
-			return e.Kind == kafka.EventFailed && errors.Is(e.Err, idempotency.ErrInFlight)
+			return e.Kind == queue.EventFailed && errors.Is(e.Err, idempotency.ErrInFlight)
 		})
 		return n > opts.MaxAttempts // waited past MaxAttempts without being dead-lettered
 	}
 	rec.await(t, "the new owner reading the record while its first run goes on", inFlight)
 	close(release)
-	rec.await(t, "the record replayed on the new owner", func() bool { return rec.count(kafka.EventDuplicate) == 1 })
+	rec.await(t, "the record replayed on the new owner", func() bool { return rec.count(queue.EventDuplicate) == 1 })
 	produce(t, b.Addr, topic, keyed("next-order", "after it"))
 	// The first member, its record done, may join the group again and
 	// take the partition back: the next record runs on either.
 	rec.await(t, "the next record run", func() bool { return effects.Load() == 2 })
-	firstRec.await(t, "the first run's result stored", func() bool { return firstRec.count(kafka.EventProcessed) >= 1 })
+	firstRec.await(t, "the first run's result stored", func() bool { return firstRec.count(queue.EventProcessed) >= 1 })
 	if n := effects.Load(); n != 2 {
 		t.Errorf("%d effects for two records, want 2: the slow one ran twice", n)
 	}
-	if n := rec.count(kafka.EventDead); n != 0 {
+	if n := rec.count(queue.EventDead); n != 0 {
 		t.Errorf("%d records dead-lettered while waiting on a claim, want 0", n)
 	}
 }

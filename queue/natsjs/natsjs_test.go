@@ -53,19 +53,19 @@ func (lostAck) Ack() error { return nil }
 // counter is a Hook that counts events by kind.
 type counter struct {
 	mu sync.Mutex
-	n  map[natsjs.EventKind]int
+	n  map[queue.EventKind]int
 }
 
 func (c *counter) OnEvent(_ context.Context, e natsjs.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
-		c.n = map[natsjs.EventKind]int{}
+		c.n = map[queue.EventKind]int{}
 	}
 	c.n[e.Kind]++
 }
 
-func (c *counter) get(k natsjs.EventKind) int {
+func (c *counter) get(k queue.EventKind) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[k]
@@ -168,15 +168,15 @@ func TestExactlyOncePerOrder(t *testing.T) {
 		}
 	}
 	t.Logf("%d orders, %d handler runs, events: processed %d, duplicate %d, failed %d", orders, runs.Load(),
-		hooks.get(natsjs.EventProcessed), hooks.get(natsjs.EventDuplicate), hooks.get(natsjs.EventFailed))
-	if hooks.get(natsjs.EventDuplicate) < orders/10 {
-		t.Errorf("%d duplicates acknowledged, want at least the %d orders published twice", hooks.get(natsjs.EventDuplicate), orders/10)
+		hooks.get(queue.EventProcessed), hooks.get(queue.EventDuplicate), hooks.get(queue.EventFailed))
+	if hooks.get(queue.EventDuplicate) < orders/10 {
+		t.Errorf("%d duplicates acknowledged, want at least the %d orders published twice", hooks.get(queue.EventDuplicate), orders/10)
 	}
-	if hooks.get(natsjs.EventFailed) == 0 {
+	if hooks.get(queue.EventFailed) == 0 {
 		t.Error("no failure was redelivered")
 	}
 	// The metrics count what the hooks were told.
-	for _, k := range []natsjs.EventKind{natsjs.EventProcessed, natsjs.EventDuplicate, natsjs.EventFailed, natsjs.EventTerminated} {
+	for _, k := range []queue.EventKind{queue.EventProcessed, queue.EventDuplicate, queue.EventFailed, queue.EventDead} {
 		if got := messages(t, reg, k.String()); got != float64(hooks.get(k)) {
 			t.Errorf("queue_messages_total{outcome=%q} %v, want the hooks' %d", k, got, hooks.get(k))
 		}
@@ -219,7 +219,7 @@ func TestMessageWithoutKeyIsTerminated(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for hooks.get(natsjs.EventTerminated) == 0 {
+	for hooks.get(queue.EventDead) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the keyless message was not terminated")
 		}

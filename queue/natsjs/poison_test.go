@@ -59,7 +59,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // consume runs h through natsjs.Handler on cons until the test ends, keyed
-// by the message's data, with a short backoff and MaxDeliveries 3.
+// by the message's data, with a short backoff and MaxAttempts 3.
 func consume(t *testing.T, cons jetstream.Consumer, rec *recorder, ackWait time.Duration, h func(context.Context, jetstream.Msg) ([]byte, error)) {
 	t.Helper()
 	runner, err := idempotency.NewRunner(idempotency.RunnerOptions{Kind: "fulfilment"})
@@ -67,9 +67,9 @@ func consume(t *testing.T, cons jetstream.Consumer, rec *recorder, ackWait time.
 		t.Fatal(err)
 	}
 	handler, err := natsjs.Handler(natsjs.Options{
-		Runner:        runner,
-		Key:           func(m jetstream.Msg) (string, error) { return string(m.Data()), nil },
-		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+		Runner:      runner,
+		Key:         func(m jetstream.Msg) (string, error) { return string(m.Data()), nil },
+		MaxAttempts: 3, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond},
 		AckWait: ackWait,
 		Hooks:   []natsjs.Hook{rec.hook()},
 		Logger:  quiet(),
@@ -84,8 +84,8 @@ func consume(t *testing.T, cons jetstream.Consumer, rec *recorder, ackWait time.
 	t.Cleanup(cc.Stop)
 }
 
-func kinds(events []natsjs.Event) []natsjs.EventKind {
-	out := make([]natsjs.EventKind, len(events))
+func kinds(events []natsjs.Event) []queue.EventKind {
+	out := make([]queue.EventKind, len(events))
 	for i, e := range events {
 		out[i] = e.Kind
 	}
@@ -94,7 +94,7 @@ func kinds(events []natsjs.Event) []natsjs.EventKind {
 
 // A handler that panics on one message has failed its run: the consumer
 // recovers, redelivers the message with its backoff and terminates it at
-// MaxDeliveries, and the orders behind it ship.
+// MaxAttempts, and the orders behind it ship.
 func TestPanickingHandlerIsBounded(t *testing.T) {
 	js := natstest.JetStream(t)
 	subject, cons := stream(t, js, time.Second)
@@ -125,10 +125,10 @@ func TestPanickingHandlerIsBounded(t *testing.T) {
 	}
 	waitFor(t, "the poison message ended and the orders beside it shipped", func() bool {
 		ev := rec.of("poison")
-		return len(ev) > 0 && ev[len(ev)-1].Kind == natsjs.EventTerminated && allShipped()
+		return len(ev) > 0 && ev[len(ev)-1].Kind == queue.EventDead && allShipped()
 	})
 	ev := rec.of("poison")
-	want := []natsjs.EventKind{natsjs.EventFailed, natsjs.EventFailed, natsjs.EventTerminated}
+	want := []queue.EventKind{queue.EventFailed, queue.EventFailed, queue.EventDead}
 	if fmt.Sprint(kinds(ev)) != fmt.Sprint(want) {
 		t.Fatalf("the poison message's events: %v, want %v", kinds(ev), want)
 	}
@@ -137,7 +137,7 @@ func TestPanickingHandlerIsBounded(t *testing.T) {
 		t.Errorf("a failed run's error %v is not the panic with its stack", ev[0].Err)
 	}
 	if n := poisonRuns.Load(); n != 3 {
-		t.Errorf("the poison message ran %d times, want MaxDeliveries 3", n)
+		t.Errorf("the poison message ran %d times, want MaxAttempts 3", n)
 	}
 }
 
@@ -156,7 +156,7 @@ func TestPermanentFailureIsTerminatedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the message was not terminated", func() bool { return len(rec.of("order-9")) > 0 })
-	if got := kinds(rec.of("order-9")); len(got) != 1 || got[0] != natsjs.EventTerminated {
+	if got := kinds(rec.of("order-9")); len(got) != 1 || got[0] != queue.EventDead {
 		t.Errorf("events %v, want one terminated", got)
 	}
 	if n := runs.Load(); n != 1 {
@@ -165,9 +165,9 @@ func TestPermanentFailureIsTerminatedAtOnce(t *testing.T) {
 }
 
 // A message whose earlier deliveries were never acknowledged (a consumer
-// that crashed on each) arrives past MaxDeliveries: it is terminated without
+// that crashed on each) arrives past MaxAttempts: it is terminated without
 // running the handler again.
-func TestDeliveryPastMaxDeliveriesIsNotRun(t *testing.T) {
+func TestDeliveryPastMaxAttemptsIsNotRun(t *testing.T) {
 	js := natstest.JetStream(t)
 	subject, cons := stream(t, js, 200*time.Millisecond)
 	ctx := context.Background()
@@ -196,11 +196,11 @@ func TestDeliveryPastMaxDeliveriesIsNotRun(t *testing.T) {
 	})
 	waitFor(t, "the fourth delivery was not handled", func() bool { return len(rec.of("order-crash")) > 0 })
 	ev := rec.of("order-crash")
-	if ev[0].Kind != natsjs.EventTerminated || ev[0].Deliveries != 4 {
-		t.Errorf("the fourth delivery: %v after %d deliveries, want terminated after 4", ev[0].Kind, ev[0].Deliveries)
+	if ev[0].Kind != queue.EventDead || ev[0].Attempt != 4 {
+		t.Errorf("the fourth delivery: %v after %d deliveries, want terminated after 4", ev[0].Kind, ev[0].Attempt)
 	}
 	if n := runs.Load(); n != 0 {
-		t.Errorf("the handler ran %d times past MaxDeliveries", n)
+		t.Errorf("the handler ran %d times past MaxAttempts", n)
 	}
 }
 
@@ -222,7 +222,7 @@ func TestLongHandlerKeepsItsMessage(t *testing.T) {
 	}
 	waitFor(t, "the slow order was not processed", func() bool {
 		for _, e := range rec.of("order-slow") {
-			if e.Kind == natsjs.EventProcessed {
+			if e.Kind == queue.EventProcessed {
 				return true
 			}
 		}
@@ -230,8 +230,8 @@ func TestLongHandlerKeepsItsMessage(t *testing.T) {
 	})
 	time.Sleep(2 * ackWait) // a redelivery, had there been one, arrives meanwhile
 	ev := rec.of("order-slow")
-	if len(ev) != 1 || ev[0].Deliveries != 1 {
-		t.Errorf("events %v (last after %d deliveries), want one processed delivery", kinds(ev), ev[len(ev)-1].Deliveries)
+	if len(ev) != 1 || ev[0].Attempt != 1 {
+		t.Errorf("events %v (last after %d deliveries), want one processed delivery", kinds(ev), ev[len(ev)-1].Attempt)
 	}
 	if n := runs.Load(); n != 1 {
 		t.Errorf("the handler ran %d times", n)

@@ -165,10 +165,10 @@ func TestBrokerKilledAndRestarted(t *testing.T) {
 type redeliveries struct{ redelivered, duplicates atomic.Int64 }
 
 func (r *redeliveries) OnEvent(_ context.Context, e natsjs.Event) {
-	if e.Deliveries > 1 {
+	if e.Attempt > 1 {
 		r.redelivered.Add(1)
 	}
-	if e.Kind == natsjs.EventDuplicate {
+	if e.Kind == queue.EventDuplicate {
 		r.duplicates.Add(1)
 	}
 }

@@ -67,8 +67,8 @@ func (r *recorder) of(key string) []rabbitmq.Event {
 	return out
 }
 
-func kinds(events []rabbitmq.Event) []rabbitmq.EventKind {
-	out := make([]rabbitmq.EventKind, len(events))
+func kinds(events []rabbitmq.Event) []queue.EventKind {
+	out := make([]queue.EventKind, len(events))
 	for i, e := range events {
 		out[i] = e.Kind
 	}
@@ -110,7 +110,7 @@ func publish(t *testing.T, conn *amqp.Connection, name string, bodies ...string)
 }
 
 // consume runs h through rabbitmq.Handler on the queue until the test
-// ends, keyed by the body, with a short backoff and MaxDeliveries 3, each
+// ends, keyed by the body, with a short backoff and MaxAttempts 3, each
 // delivery on a goroutine of its own (prefetch 10).
 func consume(t *testing.T, conn *amqp.Connection, name string, rec *recorder, h func(context.Context, amqp.Delivery) ([]byte, error)) {
 	t.Helper()
@@ -119,9 +119,9 @@ func consume(t *testing.T, conn *amqp.Connection, name string, rec *recorder, h 
 		t.Fatal(err)
 	}
 	handle, err := rabbitmq.Handler(rabbitmq.Options{
-		Runner:        runner,
-		Key:           func(d amqp.Delivery) (string, error) { return string(d.Body), nil },
-		MaxDeliveries: 3, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+		Runner:      runner,
+		Key:         func(d amqp.Delivery) (string, error) { return string(d.Body), nil },
+		MaxAttempts: 3, Backoff: queue.Backoff{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond},
 		Hooks:  []rabbitmq.Hook{rec.hook()},
 		Logger: slog.New(slog.DiscardHandler),
 	}, h)
@@ -156,7 +156,7 @@ func consume(t *testing.T, conn *amqp.Connection, name string, rec *recorder, h 
 }
 
 // A handler that panics on one delivery has failed its run: the consumer
-// recovers, requeues it after its backoff and rejects it at MaxDeliveries
+// recovers, requeues it after its backoff and rejects it at MaxAttempts
 // (a quorum queue counts deliveries), and the orders beside it ship.
 func TestPanickingHandlerIsBounded(t *testing.T) {
 	conn := dial(t)
@@ -183,10 +183,10 @@ func TestPanickingHandlerIsBounded(t *testing.T) {
 	}
 	waitFor(t, "the poison message ended and the orders beside it shipped", func() bool {
 		ev := rec.of("poison")
-		return len(ev) > 0 && ev[len(ev)-1].Kind == rabbitmq.EventRejected && allShipped()
+		return len(ev) > 0 && ev[len(ev)-1].Kind == queue.EventDead && allShipped()
 	})
 	ev := rec.of("poison")
-	want := []rabbitmq.EventKind{rabbitmq.EventFailed, rabbitmq.EventFailed, rabbitmq.EventRejected}
+	want := []queue.EventKind{queue.EventFailed, queue.EventFailed, queue.EventDead}
 	if fmt.Sprint(kinds(ev)) != fmt.Sprint(want) {
 		t.Fatalf("the poison delivery's events: %v, want %v", kinds(ev), want)
 	}
@@ -195,7 +195,7 @@ func TestPanickingHandlerIsBounded(t *testing.T) {
 		t.Errorf("a failed run's error %v is not the panic with its stack", ev[0].Err)
 	}
 	if n := poisonRuns.Load(); n != 3 {
-		t.Errorf("the poison delivery ran %d times, want MaxDeliveries 3", n)
+		t.Errorf("the poison delivery ran %d times, want MaxAttempts 3", n)
 	}
 }
 
@@ -213,7 +213,7 @@ func TestPermanentFailureIsRejectedAtOnce(t *testing.T) {
 	})
 	publish(t, conn, name, "order-9")
 	waitFor(t, "the delivery was not rejected", func() bool { return len(rec.of("order-9")) > 0 })
-	if got := kinds(rec.of("order-9")); len(got) != 1 || got[0] != rabbitmq.EventRejected {
+	if got := kinds(rec.of("order-9")); len(got) != 1 || got[0] != queue.EventDead {
 		t.Errorf("events %v, want one rejected", got)
 	}
 	if n := runs.Load(); n != 1 {
@@ -222,9 +222,9 @@ func TestPermanentFailureIsRejectedAtOnce(t *testing.T) {
 }
 
 // A delivery whose earlier deliveries were never acknowledged (a consumer
-// that crashed on each: its channel closed) arrives past MaxDeliveries: it
+// that crashed on each: its channel closed) arrives past MaxAttempts: it
 // is rejected without running the handler again.
-func TestDeliveryPastMaxDeliveriesIsNotRun(t *testing.T) {
+func TestDeliveryPastMaxAttemptsIsNotRun(t *testing.T) {
 	conn := dial(t)
 	name := quorumQueue(t, conn)
 	publish(t, conn, name, "order-crash")
@@ -251,10 +251,10 @@ func TestDeliveryPastMaxDeliveriesIsNotRun(t *testing.T) {
 	})
 	waitFor(t, "the fourth delivery was not handled", func() bool { return len(rec.of("order-crash")) > 0 })
 	ev := rec.of("order-crash")
-	if ev[0].Kind != rabbitmq.EventRejected || ev[0].Deliveries != 4 {
-		t.Errorf("the fourth delivery: %v as delivery %d, want rejected as the 4th", ev[0].Kind, ev[0].Deliveries)
+	if ev[0].Kind != queue.EventDead || ev[0].Attempt != 4 {
+		t.Errorf("the fourth delivery: %v as delivery %d, want rejected as the 4th", ev[0].Kind, ev[0].Attempt)
 	}
 	if n := runs.Load(); n != 0 {
-		t.Errorf("the handler ran %d times past MaxDeliveries", n)
+		t.Errorf("the handler ran %d times past MaxAttempts", n)
 	}
 }

@@ -21,10 +21,11 @@
 // its stack), the key released and the delivery requeued after its
 // backoff, while the consumer goes on. A handler that knows a message can
 // never succeed returns queue.Permanent(err), and the delivery is rejected
-// at once. On a quorum queue, with Options.MaxDeliveries, the delivery count
-// (x-delivery-count) is checked before the handler runs: a delivery past
-// it is rejected without running again, however its earlier deliveries
-// ended. A classic queue keeps no delivery count (see Options.MaxDeliveries).
+// at once. On a quorum queue the delivery count (x-delivery-count) is
+// checked before the handler runs: a delivery past Options.MaxAttempts is
+// rejected without running again, however its earlier deliveries ended. A
+// classic queue keeps no delivery count (see Options.MaxAttempts). The
+// rules are package queue's, the same for every consumer.
 //
 // Timing. The backoff of a failed delivery is waited in the handler's
 // goroutine before the requeue, so it holds one of the channel's prefetch
@@ -37,23 +38,25 @@
 // than the broker's consumer timeout (consumer_timeout, 30 minutes by
 // default) has its channel closed and is redelivered; a redelivery that
 // meets its key still running elsewhere waits up to the Runner's MaxWait,
-// then is requeued with a backoff (EventFailed, idempotency.ErrInFlight).
+// then is requeued with a backoff (queue.EventFailed,
+// idempotency.ErrInFlight), and never rejected for it.
 package rabbitmq
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue"
 )
 
-// Options configure Handler.
+// Options configure Handler. Runner, Key, MaxAttempts, Backoff, Logger and
+// Hooks are every consumer's, with the same zero values (queue.Config).
 type Options struct {
 	// Runner runs each delivery once per key. Required; its Store is
 	// where the keys are kept (a shared store, for consumers in many
@@ -66,15 +69,16 @@ type Options struct {
 	// has a dead-letter exchange), the error logged, and the handler does
 	// not run: it cannot be deduplicated.
 	Key func(amqp.Delivery) (string, error)
-	// MaxDeliveries, if set and the count is known (a quorum queue's
-	// x-delivery-count), rejects a delivery without requeue after that
-	// many; a delivery already past it (its consumers crashed on it) is
-	// rejected without running the handler, unless its key has run, when
-	// it is acknowledged as a duplicate. A classic queue keeps no count:
-	// there MaxDeliveries does not apply, and a delivery that always fails
-	// is requeued until a handler returns queue.Permanent (or the queue's
-	// own policy drops it). 0 means no bound.
-	MaxDeliveries int
+	// MaxAttempts, where the count is known (a quorum queue's
+	// x-delivery-count), is the delivery at which a failed delivery is
+	// rejected without requeue; a delivery already past it (its consumers
+	// crashed on it) is rejected without running the handler, unless its
+	// key has run, when it is acknowledged as a duplicate. 0 means
+	// queue.DefaultMaxAttempts. A classic queue keeps no count: there
+	// MaxAttempts does not apply, and a delivery that always fails is
+	// requeued until a handler returns queue.Permanent (or the queue's own
+	// policy drops it).
+	MaxAttempts int
 	// Backoff gives the wait before a failed delivery is requeued, by its
 	// delivery count (x-delivery-count on quorum queues; otherwise 1, or 2
 	// once redelivered); the zero Backoff waits up to 1 s, then 2 s, ...
@@ -82,8 +86,30 @@ type Options struct {
 	Backoff queue.Backoff
 	// Logger gets failures and rejections; nil means slog.Default().
 	Logger *slog.Logger
-	// Hooks are told each delivery's outcome (see Hook).
+	// Hooks are told each delivery's outcome.
 	Hooks []Hook
+}
+
+// Event is what a Hook is told of one delivery; Message is the delivery
+// itself.
+type Event = queue.Event[amqp.Delivery]
+
+// Hook observes a consumer: an event for each delivery's outcome. OnEvent
+// runs on the delivery's goroutine and must not block.
+type Hook = queue.Hook[amqp.Delivery]
+
+// HookFunc is a function that is a Hook.
+type HookFunc = queue.HookFunc[amqp.Delivery]
+
+// Metrics counts a consumer's deliveries into package queue's series,
+// with broker="rabbitmq". It is a Hook: put it in Options.Hooks.
+type Metrics = queue.Metrics[amqp.Delivery]
+
+// NewMetrics registers the counters on reg for the consumer named
+// consumer (its queue, say); several consumers on one registry share
+// them, labelled by consumer.
+func NewMetrics(reg prometheus.Registerer, consumer string) (*Metrics, error) {
+	return queue.NewMetrics[amqp.Delivery](reg, "rabbitmq", consumer)
 }
 
 // Handler returns the function to call with each delivery of a channel
@@ -91,31 +117,15 @@ type Options struct {
 // ran or was a duplicate; it waits and requeues what failed, so call it
 // from as many goroutines as the channel's prefetch allows.
 func Handler(o Options, h func(ctx context.Context, d amqp.Delivery) ([]byte, error)) (func(ctx context.Context, d amqp.Delivery), error) {
-	switch {
-	case o.Runner == nil:
-		return nil, errors.New("rabbitmq: nil Runner")
-	case h == nil:
-		return nil, errors.New("rabbitmq: nil handler")
-	}
-	if o.MaxDeliveries < 0 {
-		return nil, fmt.Errorf("rabbitmq: MaxDeliveries %d is negative", o.MaxDeliveries)
-	}
-	if err := o.Backoff.Validate(); err != nil {
-		return nil, fmt.Errorf("rabbitmq: %w", err)
-	}
 	if o.Key == nil {
 		o.Key = messageID
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	core, err := queue.NewCore(queue.Config[amqp.Delivery]{Broker: "rabbitmq", Runner: o.Runner, Key: o.Key, MaxAttempts: o.MaxAttempts,
+		Backoff: o.Backoff, Logger: o.Logger, Hooks: o.Hooks, Handler: h})
+	if err != nil {
+		return nil, err
 	}
-	c := &consumer{o: o, h: h}
-	return c.handle, nil
-}
-
-type consumer struct {
-	o Options
-	h func(ctx context.Context, d amqp.Delivery) ([]byte, error)
+	return func(ctx context.Context, d amqp.Delivery) { core.Process(ctx, delivery{d}) }, nil
 }
 
 func messageID(d amqp.Delivery) (string, error) {
@@ -125,70 +135,40 @@ func messageID(d amqp.Delivery) (string, error) {
 	return "", errors.New("the delivery has no message-id")
 }
 
-// deliveries is a delivery's count, 1 for the first, and whether the
-// broker said it exactly.
-func deliveries(d amqp.Delivery) (n int64, exact bool) {
-	switch v := d.Headers["x-delivery-count"].(type) {
+// delivery is an AMQP delivery as package queue settles it: Ack, Nack
+// with requeue after the wait, Reject without requeue.
+type delivery struct{ d amqp.Delivery }
+
+func (d delivery) Message() amqp.Delivery { return d.d }
+
+// Attempt is the delivery's count, counted where the broker keeps it
+// (x-delivery-count, on a quorum queue).
+func (d delivery) Attempt() (int, bool) {
+	switch v := d.d.Headers["x-delivery-count"].(type) {
 	case int64:
-		return v + 1, true
+		return int(min(v, 1<<31)) + 1, true
 	case int32:
-		return int64(v) + 1, true
+		return int(v) + 1, true
 	case int:
-		return int64(v) + 1, true
+		return v + 1, true
 	}
-	if d.Redelivered {
+	if d.d.Redelivered {
 		return 2, false
 	}
 	return 1, false
 }
 
-func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
-	n, exact := deliveries(d)
-	e := Event{RoutingKey: d.RoutingKey, Deliveries: int(n), Redelivered: d.Redelivered}
-	key, err := c.o.Key(d)
-	if err != nil {
-		e.Kind, e.Err = EventRejected, err
-		c.o.Logger.LogAttrs(ctx, slog.LevelError, "rabbitmq: delivery rejected: no key", slog.String("routing_key", d.RoutingKey), slog.String("error", err.Error()))
-		c.tell(ctx, e, d.Reject(false))
-		return
-	}
-	e.Key = key
-	maxDeliveries := int64(c.o.MaxDeliveries)
-	past := exact && maxDeliveries > 0 && n > maxDeliveries // a delivery that crashed its consumers, or failed too often
-	_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) {
-		if past {
-			return nil, fmt.Errorf("rabbitmq: delivery %d is past MaxDeliveries %d: not run", n, maxDeliveries)
-		}
-		return queue.Run(func() ([]byte, error) { return c.h(ctx, d) })
-	})
-	switch {
-	case err == nil:
-		e.Kind = EventProcessed
-		if replayed {
-			e.Kind = EventDuplicate
-		}
-		c.tell(ctx, e, d.Ack(false))
-	case past || queue.IsPermanent(err) || exact && maxDeliveries > 0 && n >= maxDeliveries:
-		e.Kind, e.Err = EventRejected, err
-		c.o.Logger.LogAttrs(ctx, slog.LevelError, "rabbitmq: delivery rejected", queue.FailureAttrs(key, e.Deliveries, err)...)
-		c.tell(ctx, e, d.Reject(false))
-	default:
-		e.Kind, e.Err = EventFailed, err
-		wait := c.o.Backoff.Wait(int(min(n, 1<<20)), rand.Float64())
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: delivery failed; requeuing", append(queue.FailureAttrs(key, e.Deliveries, err), slog.String("after", wait.String()))...)
-		queue.Sleep(ctx, wait)
-		c.tell(ctx, e, d.Nack(false, true))
-	}
+func (d delivery) Ack(context.Context) error { return d.d.Ack(false) }
+
+// Retry waits in the caller's goroutine, holding its prefetch slot:
+// RabbitMQ has no delayed requeue.
+func (d delivery) Retry(ctx context.Context, wait time.Duration) error {
+	queue.Sleep(ctx, wait)
+	return d.d.Nack(false, true)
 }
 
-// tell reports e, with its acknowledgement's error if any, to the hooks.
-func (c *consumer) tell(ctx context.Context, e Event, ackErr error) {
-	if ackErr != nil {
-		e.AckErr = ackErr
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rabbitmq: acknowledging failed; the broker will deliver it again", slog.String("key", e.Key),
-			slog.String("error", ackErr.Error()))
-	}
-	for _, h := range c.o.Hooks {
-		h.OnEvent(ctx, e)
-	}
+func (d delivery) End(context.Context, error) error { return d.d.Reject(false) }
+func (d delivery) Renew(context.Context)            {}
+func (d delivery) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("routing_key", d.d.RoutingKey)}
 }

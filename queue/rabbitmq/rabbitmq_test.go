@@ -81,19 +81,19 @@ func (a dropAck) Ack(tag uint64, multiple bool) error {
 
 type counter struct {
 	mu sync.Mutex
-	n  map[rabbitmq.EventKind]int
+	n  map[queue.EventKind]int
 }
 
 func (c *counter) OnEvent(_ context.Context, e rabbitmq.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
-		c.n = map[rabbitmq.EventKind]int{}
+		c.n = map[queue.EventKind]int{}
 	}
 	c.n[e.Kind]++
 }
 
-func (c *counter) get(k rabbitmq.EventKind) int {
+func (c *counter) get(k queue.EventKind) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[k]
@@ -234,7 +234,7 @@ func TestExactlyOncePerOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if handled() == orders && q.Messages == 0 && hooks.get(rabbitmq.EventProcessed)+hooks.get(rabbitmq.EventDuplicate) >= orders+orders/10 {
+		if handled() == orders && q.Messages == 0 && hooks.get(queue.EventProcessed)+hooks.get(queue.EventDuplicate) >= orders+orders/10 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -253,15 +253,15 @@ func TestExactlyOncePerOrder(t *testing.T) {
 		}
 	}
 	t.Logf("%d orders, %d handler runs, events: processed %d, duplicate %d, failed %d", orders, runs.Load(),
-		hooks.get(rabbitmq.EventProcessed), hooks.get(rabbitmq.EventDuplicate), hooks.get(rabbitmq.EventFailed))
-	if hooks.get(rabbitmq.EventDuplicate) < orders/10 {
-		t.Errorf("%d duplicates acknowledged, want at least the %d orders published twice", hooks.get(rabbitmq.EventDuplicate), orders/10)
+		hooks.get(queue.EventProcessed), hooks.get(queue.EventDuplicate), hooks.get(queue.EventFailed))
+	if hooks.get(queue.EventDuplicate) < orders/10 {
+		t.Errorf("%d duplicates acknowledged, want at least the %d orders published twice", hooks.get(queue.EventDuplicate), orders/10)
 	}
-	if hooks.get(rabbitmq.EventFailed) == 0 {
+	if hooks.get(queue.EventFailed) == 0 {
 		t.Error("no failure was requeued")
 	}
 	// The metrics count what the hooks were told.
-	for _, k := range []rabbitmq.EventKind{rabbitmq.EventProcessed, rabbitmq.EventDuplicate, rabbitmq.EventFailed, rabbitmq.EventRejected} {
+	for _, k := range []queue.EventKind{queue.EventProcessed, queue.EventDuplicate, queue.EventFailed, queue.EventDead} {
 		if got := messages(t, reg, k.String()); got != float64(hooks.get(k)) {
 			t.Errorf("queue_messages_total{outcome=%q} %v, want the hooks' %d", k, got, hooks.get(k))
 		}
@@ -313,8 +313,8 @@ func TestDeliveryWithoutKeyIsRejected(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no delivery")
 	}
-	if hooks.get(rabbitmq.EventRejected) != 1 || ran.Load() {
-		t.Fatalf("rejected %d, handler ran %v; want the delivery rejected unrun", hooks.get(rabbitmq.EventRejected), ran.Load())
+	if hooks.get(queue.EventDead) != 1 || ran.Load() {
+		t.Fatalf("rejected %d, handler ran %v; want the delivery rejected unrun", hooks.get(queue.EventDead), ran.Load())
 	}
 	if _, err := rabbitmq.Handler(rabbitmq.Options{}, nil); err == nil {
 		t.Fatal("a nil Runner was accepted")

@@ -7,7 +7,7 @@
 // the key and is made visible again after a delay from a queue.Backoff;
 // a message past MaxAttempts is moved to the dead-letter queue of the
 // queue's redrive policy, or, on a queue without one, deleted and
-// reported.
+// reported. The rules are package queue's, the same for every consumer.
 //
 //	c, err := sqs.NewConsumer(client, sqs.Options{Runner: runner, QueueURL: url}, ship)
 //	err = c.Run(ctx)
@@ -36,7 +36,11 @@
 // counts, including those of a key running elsewhere and those after a
 // consumer died, so with a redrive policy a message that outlives its
 // maxReceiveCount that way is moved to the dead-letter queue by SQS
-// itself. Size maxReceiveCount above MaxAttempts with room for that.
+// itself. Size maxReceiveCount above MaxAttempts with room for that. A
+// receive past MaxAttempts (its consumers died on it) does not run the
+// handler again: the message is dead, unless its key has run, when it is
+// deleted as a duplicate; a receive that meets its key running elsewhere
+// is never what ends it.
 //
 // Dead letters. A message that cannot run (no key, queue.Permanent, a
 // failure at MaxAttempts) is sent to the redrive policy's dead-letter
@@ -55,7 +59,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +67,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/queue"
@@ -84,13 +88,14 @@ const (
 
 // Defaults of the zero Options fields.
 const (
-	DefaultMaxAttempts       = 5
 	DefaultConcurrency       = 10
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultWaitTime          = 20 * time.Second
 )
 
-// Options configure a Consumer.
+// Options configure a Consumer. Runner, Key, MaxAttempts, Backoff, Logger
+// and Hooks are every consumer's, with the same zero values
+// (queue.Config).
 type Options struct {
 	// Runner runs each message once per key. Required; its Store is where
 	// the keys are kept (a shared store, for consumers in many
@@ -106,7 +111,7 @@ type Options struct {
 	// MaxAttempts is the receive count at which a failed message ends:
 	// moved to the dead-letter queue of the queue's redrive policy if it
 	// has one, deleted and reported otherwise. 0 means
-	// DefaultMaxAttempts.
+	// queue.DefaultMaxAttempts.
 	MaxAttempts int
 	// Backoff gives the visibility timeout of a failed message, by its
 	// receive count; the zero Backoff waits up to 1 s, then 2 s, ... up
@@ -127,7 +132,7 @@ type Options struct {
 	WaitTime time.Duration
 	// Logger gets failures and ended messages; nil means slog.Default().
 	Logger *slog.Logger
-	// Hooks are told each message's outcome (see Hook).
+	// Hooks are told each receive's outcome.
 	Hooks []Hook
 }
 
@@ -135,12 +140,34 @@ type Options struct {
 // under the message's key and handed to the key's duplicates.
 type Handler func(ctx context.Context, m types.Message) ([]byte, error)
 
+// Event is what a Hook is told of one receive of a message; Message is
+// the message, and Attempt its receive count (ApproximateReceiveCount).
+type Event = queue.Event[types.Message]
+
+// Hook observes a Consumer: an event for each receive's outcome. OnEvent
+// runs on the message's goroutine and must not block.
+type Hook = queue.Hook[types.Message]
+
+// HookFunc is a function that is a Hook.
+type HookFunc = queue.HookFunc[types.Message]
+
+// Metrics counts a Consumer's receives into package queue's series, with
+// broker="sqs". It is a Hook: put it in Options.Hooks.
+type Metrics = queue.Metrics[types.Message]
+
+// NewMetrics registers the counters on reg for the consumer named
+// consumer (its queue's name, say); several consumers on one registry
+// share them, labelled by consumer.
+func NewMetrics(reg prometheus.Registerer, consumer string) (*Metrics, error) {
+	return queue.NewMetrics[types.Message](reg, "sqs", consumer)
+}
+
 // Consumer runs the messages of one queue once per key. Run it once.
 type Consumer struct {
-	cl  *awssqs.Client
-	o   Options
-	h   Handler
-	dlq string // the redrive policy's dead-letter queue, read at Run; "" if none
+	cl   *awssqs.Client
+	o    Options
+	core *queue.Core[types.Message]
+	dlq  string // the redrive policy's dead-letter queue, read at Run; "" if none
 }
 
 // NewConsumer returns a Consumer of o.QueueURL through cl.
@@ -148,14 +175,8 @@ func NewConsumer(cl *awssqs.Client, o Options, h Handler) (*Consumer, error) {
 	switch {
 	case cl == nil:
 		return nil, errors.New("sqs: nil client")
-	case o.Runner == nil:
-		return nil, errors.New("sqs: nil Runner")
 	case o.QueueURL == "":
 		return nil, errors.New("sqs: no QueueURL")
-	case h == nil:
-		return nil, errors.New("sqs: nil handler")
-	case o.MaxAttempts < 0:
-		return nil, fmt.Errorf("sqs: MaxAttempts %d is negative", o.MaxAttempts)
 	case o.Concurrency < 0:
 		return nil, fmt.Errorf("sqs: Concurrency %d is negative", o.Concurrency)
 	case o.VisibilityTimeout < 0 || o.VisibilityTimeout%time.Second != 0 || o.VisibilityTimeout > 12*time.Hour:
@@ -163,14 +184,8 @@ func NewConsumer(cl *awssqs.Client, o Options, h Handler) (*Consumer, error) {
 	case o.WaitTime < 0 || o.WaitTime%time.Second != 0 || o.WaitTime > 20*time.Second:
 		return nil, fmt.Errorf("sqs: WaitTime %v is not a whole number of seconds up to 20 s", o.WaitTime)
 	}
-	if err := o.Backoff.Validate(); err != nil {
-		return nil, fmt.Errorf("sqs: %w", err)
-	}
 	if o.Key == nil {
 		o.Key = attributeKey
-	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = DefaultMaxAttempts
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
@@ -184,9 +199,13 @@ func NewConsumer(cl *awssqs.Client, o Options, h Handler) (*Consumer, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Consumer{cl: cl, o: o, h: h}, nil
+	core, err := queue.NewCore(queue.Config[types.Message]{Broker: "sqs", Runner: o.Runner, Key: o.Key, MaxAttempts: o.MaxAttempts,
+		Backoff: o.Backoff, RenewEvery: o.VisibilityTimeout / 3, Logger: o.Logger, Hooks: o.Hooks, Handler: h})
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{cl: cl, o: o, core: core}, nil
 }
-
 func attributeKey(m types.Message) (string, error) {
 	if v, ok := m.MessageAttributes[KeyAttribute]; ok && v.StringValue != nil && *v.StringValue != "" {
 		return *v.StringValue, nil
@@ -239,61 +258,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		for _, m := range got {
 			wg.Go(func() {
 				defer func() { <-slots }()
-				c.message(ctx, m)
+				c.core.Process(ctx, delivery{c, m})
 			})
 		}
 	}
 	return nil
-}
-
-// receives is m's receive count, 1 for the first.
-func receives(m types.Message) int {
-	n, err := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
-}
-
-// message runs m once per key and settles it: deleted once its outcome
-// is stored, made visible after its backoff when it failed, ended when it
-// cannot run.
-func (c *Consumer) message(ctx context.Context, m types.Message) {
-	e := Event{MessageID: aws.ToString(m.MessageId), Receives: receives(m)}
-	key, err := c.o.Key(m)
-	if err != nil {
-		e.Kind, e.Err = EventDead, err
-		c.end(ctx, m, e)
-		return
-	}
-	e.Key = key
-	stop := c.extend(ctx, m)
-	_, replayed, err := c.o.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) {
-		return queue.Run(func() ([]byte, error) { return c.h(ctx, m) })
-	})
-	stop()
-	switch {
-	case err == nil:
-		e.Kind = EventProcessed
-		if replayed {
-			e.Kind = EventDuplicate
-		}
-		e.SettleErr = c.delete(ctx, m)
-		c.tell(ctx, e)
-	case ctx.Err() != nil:
-		// Stopping: the message becomes visible again on its own.
-	case queue.IsPermanent(err) || e.Receives >= c.o.MaxAttempts && !errors.Is(err, idempotency.ErrInFlight):
-		e.Kind, e.Err = EventDead, err
-		c.end(ctx, m, e)
-	default:
-		e.Kind, e.Err = EventFailed, err
-		wait := c.o.Backoff.Wait(e.Receives, rand.Float64())
-		secs := min(int32((wait+time.Second/2)/time.Second), 12*60*60)
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "sqs: message failed; visible again after its backoff",
-			append(queue.FailureAttrs(key, e.Receives, err), slog.String("message_id", e.MessageID), slog.Int("after_seconds", int(secs)))...)
-		e.SettleErr = c.visible(ctx, m, secs)
-		c.tell(ctx, e)
-	}
 }
 
 // deadLetterQueue is the URL of the dead-letter queue a redrive policy
@@ -313,24 +282,75 @@ func (c *Consumer) deadLetterQueue(ctx context.Context, policy string) (string, 
 	return aws.ToString(out.QueueUrl), nil
 }
 
-// end settles a message that cannot run: sent to the dead-letter queue,
-// then deleted; without one, deleted and reported with its body.
-func (c *Consumer) end(ctx context.Context, m types.Message, e Event) {
+// delivery is a received message as package queue settles it: deleted,
+// made visible again after its backoff, or sent to the dead-letter queue.
+type delivery struct {
+	c *Consumer
+	m types.Message
+}
+
+func (d delivery) Message() types.Message { return d.m }
+
+// Attempt is the receive count, ApproximateReceiveCount, which SQS keeps
+// across consumers.
+func (d delivery) Attempt() (int, bool) {
+	n, err := strconv.Atoi(d.m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+	if err != nil || n < 1 {
+		return 1, false
+	}
+	return n, true
+}
+
+func (d delivery) LogAttrs() []slog.Attr {
+	return []slog.Attr{slog.String("message_id", aws.ToString(d.m.MessageId))}
+}
+
+// Ack deletes the message.
+func (d delivery) Ack(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	_, err := d.c.cl.DeleteMessage(sctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(d.c.o.QueueURL), ReceiptHandle: d.m.ReceiptHandle})
+	return err
+}
+
+// Retry makes the message visible again after wait, rounded to whole
+// seconds: nothing waits in the consumer.
+func (d delivery) Retry(ctx context.Context, wait time.Duration) error {
+	return d.visible(ctx, min((wait+time.Second/2)/time.Second, 12*60*60))
+}
+
+// Renew extends the message's visibility while its handler runs.
+func (d delivery) Renew(ctx context.Context) {
+	if err := d.visible(ctx, d.c.o.VisibilityTimeout/time.Second); err != nil {
+		d.c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "sqs: extending the visibility failed", slog.String("message_id", aws.ToString(d.m.MessageId)),
+			slog.String("error", err.Error()))
+	}
+}
+
+func (d delivery) visible(ctx context.Context, secs time.Duration) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	_, err := d.c.cl.ChangeMessageVisibility(sctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(d.c.o.QueueURL),
+		ReceiptHandle: d.m.ReceiptHandle, VisibilityTimeout: int32(secs)})
+	return err
+}
+
+// End sends the message to the dead-letter queue, then deletes it;
+// without one, deletes it and logs its body.
+func (d delivery) End(ctx context.Context, cause error) error {
+	c, m := d.c, d.m
 	if c.dlq == "" {
 		body, _ := json.Marshal(aws.ToString(m.Body))
-		c.o.Logger.LogAttrs(ctx, slog.LevelError, "sqs: message ended and deleted: the queue has no redrive policy",
-			append(queue.FailureAttrs(e.Key, e.Receives, e.Err), slog.String("message_id", e.MessageID), slog.String("body", string(body)))...)
-		e.SettleErr = c.delete(ctx, m)
-		c.tell(ctx, e)
-		return
+		c.o.Logger.LogAttrs(ctx, slog.LevelError, "sqs: message deleted: the queue has no redrive policy",
+			slog.String("message_id", aws.ToString(m.MessageId)), slog.String("body", string(body)))
+		return d.Ack(ctx)
 	}
-	c.o.Logger.LogAttrs(ctx, slog.LevelError, "sqs: message dead-lettered",
-		append(queue.FailureAttrs(e.Key, e.Receives, e.Err), slog.String("message_id", e.MessageID), slog.String("to", c.dlq))...)
+	n, _ := d.Attempt()
 	attrs := maps.Clone(m.MessageAttributes)
 	if attrs == nil {
 		attrs = map[string]types.MessageAttributeValue{}
 	}
-	for k, v := range map[string]string{DeadErrorAttribute: e.Err.Error(), DeadReceivesAttribute: strconv.Itoa(e.Receives)} {
+	for k, v := range map[string]string{DeadErrorAttribute: cause.Error(), DeadReceivesAttribute: strconv.Itoa(n)} {
 		if len(attrs) < maxAttributes {
 			attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 		}
@@ -345,13 +365,9 @@ func (c *Consumer) end(ctx context.Context, m types.Message, e Event) {
 	if err != nil {
 		// Not deleted: received again after its visibility timeout, and
 		// sent again then.
-		e.SettleErr = fmt.Errorf("sending it to the dead-letter queue: %w", err)
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "sqs: sending a dead letter failed; the message will be received again",
-			slog.String("message_id", e.MessageID), slog.String("error", err.Error()))
-	} else {
-		e.SettleErr = c.delete(ctx, m)
+		return fmt.Errorf("sending it to the dead-letter queue: %w", err)
 	}
-	c.tell(ctx, e)
+	return d.Ack(ctx)
 }
 
 // maxAttributes is how many message attributes SQS carries.
@@ -361,55 +377,3 @@ const maxAttributes = 10
 // context that outlives the caller's: what has run is settled even when
 // the consumer is stopping.
 const settleTimeout = 10 * time.Second
-
-func (c *Consumer) delete(ctx context.Context, m types.Message) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	_, err := c.cl.DeleteMessage(sctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(c.o.QueueURL), ReceiptHandle: m.ReceiptHandle})
-	if err != nil {
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "sqs: delete failed; the message will be received again, as a duplicate",
-			slog.String("message_id", aws.ToString(m.MessageId)), slog.String("error", err.Error()))
-	}
-	return err
-}
-
-func (c *Consumer) visible(ctx context.Context, m types.Message, secs int32) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	_, err := c.cl.ChangeMessageVisibility(sctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(c.o.QueueURL),
-		ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: secs})
-	if err != nil {
-		c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "sqs: changing the visibility failed; the message is received again after its visibility timeout",
-			slog.String("message_id", aws.ToString(m.MessageId)), slog.String("error", err.Error()))
-	}
-	return err
-}
-
-// extend renews m's visibility every VisibilityTimeout/3 until the
-// returned function is called.
-func (c *Consumer) extend(ctx context.Context, m types.Message) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(c.o.VisibilityTimeout / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				c.visible(ctx, m, int32(c.o.VisibilityTimeout/time.Second))
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
-}
-
-// tell reports e to the hooks.
-func (c *Consumer) tell(ctx context.Context, e Event) {
-	for _, h := range c.o.Hooks {
-		h.OnEvent(ctx, e)
-	}
-}

@@ -90,7 +90,7 @@ func depth(t testing.TB, cl *awssqs.Client, url string) int {
 type recorder struct{ testenv.Recorder[sqs.Event] }
 
 // count is how many events of kind have come.
-func (r *recorder) count(kind sqs.EventKind) int {
+func (r *recorder) count(kind queue.EventKind) int {
 	return r.Count(func(e sqs.Event) bool { return e.Kind == kind })
 }
 
@@ -179,11 +179,11 @@ func TestEachKeyRunsOnceAndIsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, c)
-	testenv.Eventually(t, "30 messages run or replayed", func() bool { return rec.count(sqs.EventProcessed)+rec.count(sqs.EventDuplicate) == 30 })
+	testenv.Eventually(t, "30 messages run or replayed", func() bool { return rec.count(queue.EventProcessed)+rec.count(queue.EventDuplicate) == 30 })
 	for i := range 10 { // delivered again
 		send(t, cl, url, fmt.Sprint("order-", i), fmt.Sprint("event ", i))
 	}
-	testenv.Eventually(t, "the 10 copies replayed", func() bool { return rec.count(sqs.EventDuplicate) == 20 })
+	testenv.Eventually(t, "the 10 copies replayed", func() bool { return rec.count(queue.EventDuplicate) == 20 })
 	testenv.Eventually(t, "the queue empty", func() bool { return depth(t, cl, url) == 0 })
 	mu.Lock()
 	defer mu.Unlock()
@@ -192,8 +192,8 @@ func TestEachKeyRunsOnceAndIsDeleted(t *testing.T) {
 			t.Errorf("%s ran %d times, want 1", key, n)
 		}
 	}
-	if len(ran) != 20 || rec.count(sqs.EventProcessed) != 20 {
-		t.Errorf("%d keys ran, %d processed; want 20 and 20", len(ran), rec.count(sqs.EventProcessed))
+	if len(ran) != 20 || rec.count(queue.EventProcessed) != 20 {
+		t.Errorf("%d keys ran, %d processed; want 20 and 20", len(ran), rec.count(queue.EventProcessed))
 	}
 }
 
@@ -228,7 +228,7 @@ func TestFIFO(t *testing.T) {
 	}
 	run(t, c)
 	testenv.Eventually(t, "15 messages processed and 15 duplicates", func() bool {
-		return rec.count(sqs.EventProcessed) == 15 && rec.count(sqs.EventDuplicate) == 15
+		return rec.count(queue.EventProcessed) == 15 && rec.count(queue.EventDuplicate) == 15
 	})
 	mu.Lock()
 	defer mu.Unlock()
@@ -291,7 +291,7 @@ func TestFailuresAreBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			run(t, c)
-			testenv.Eventually(t, "two processed and three ended", func() bool { return rec.count(sqs.EventProcessed) == 2 && rec.count(sqs.EventDead) == 3 })
+			testenv.Eventually(t, "two processed and three ended", func() bool { return rec.count(queue.EventProcessed) == 2 && rec.count(queue.EventDead) == 3 })
 			mu.Lock()
 			if ran["always fails"] != 3 || ran["unparseable"] != 1 || ran["panics once"] != 2 || ran["fine"] != 1 || ran["no key"] != 0 {
 				t.Errorf("runs %v, want always fails 3 (MaxAttempts), unparseable 1, panics once 2, fine 1, no key 0", ran)
