@@ -85,7 +85,8 @@ const (
 // descentFall is how much lower a round's latency must be than the
 // round's before it, at half its calls in flight, for the descent to go
 // on: a server past its capacity is at least that much faster at half the
-// load (half as fast, linear; a quarter, quadratic), one below it not.
+// load (half as fast, linear; a quarter, quadratic), one below it not. The
+// fall must be minQueue at least, as a cut's rise must.
 const descentFall = 0.75
 
 // New returns a limit at initial, kept within [lo, hi], that is cut
@@ -113,6 +114,25 @@ const (
 	minRound = 8
 )
 
+// maxOver bounds a sample, as a multiple of the latency that cuts
+// (over): one call that waited out a preemption or a GC pause (hundreds of
+// milliseconds, among 64 goroutines on 2 cores) would otherwise make a
+// round of microsecond calls average past it. A server that is overloaded
+// is slow on most of a round's calls, and still averages past it; the cut
+// itself is the deepest one (minCut) from about 3.6 times the no-load
+// latency, so no sample above maxOver·over makes it deeper.
+const maxOver = 4
+
+// minQueue is the least rise of a round's latency over the no-load one
+// that cuts the limit. Below it the rise is the client's own scheduling
+// (a goroutine woken late, a preemption, a GC pause: tens of
+// microseconds, at times more), not a queue at the server: an in-memory
+// base under 64 callers on 2 cores cut its limit from 130 to 15 and back
+// on rises of 3 to 45 µs, and queued every call behind it. A server
+// whose no-load latency is under 2·minQueue (with the default tolerance
+// of 1.5) is let run a little further past its knee.
+const minQueue = 250 * time.Microsecond
+
 // The shares of the limit, in percent, that a Shedder admits a Default
 // and a Sheddable request below; a Critical one may fill it all. Percent
 // so that "fewer than 80% of 4" is compared exactly (3 in flight admit
@@ -138,14 +158,18 @@ func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) flo
 		g.next(now, true)
 		return g.limit
 	}
-	g.sum += float64(max(now-admitted, time.Microsecond))
-	g.n++
 	base, size := g.noLoad.value(), max(minRound, int(g.limit))
+	latency := float64(max(now-admitted, time.Microsecond))
+	if base > 0 {
+		latency = min(latency, maxOver*g.over(base))
+	}
+	g.sum += latency
+	g.n++
 	// The round is judged when it is whole, or as soon as its latencies
 	// are sure to average past the tolerance, whatever the rest are: a
 	// round at a limit over the server's capacity is its slowest, and the
 	// sooner it ends the less it costs.
-	if g.n < size && !(base > 0 && g.sum > g.tolerance*base*float64(size)) {
+	if g.n < size && !(base > 0 && g.sum > g.over(base)*float64(size)) {
 		return g.limit
 	}
 	avg := g.sum / float64(g.n)
@@ -153,7 +177,7 @@ func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) flo
 	base = g.noLoad.add(avg, g.inflight, 2*size)
 	used := 2*g.inflight >= int(g.limit)
 	if g.phase == descending {
-		if used && g.limit > g.min && (g.descentAvg == 0 || avg < descentFall*g.descentAvg) {
+		if used && g.limit > g.min && (g.descentAvg == 0 || g.descentAvg-avg > max((1-descentFall)*g.descentAvg, float64(minQueue))) {
 			g.descentAvg = avg
 			g.limit = Clamp(min(g.limit, float64(g.inflight))/2, g.min, g.max)
 			g.next(now, true)
@@ -161,7 +185,7 @@ func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) flo
 		}
 		g.phase = doubling
 	}
-	cut := avg > g.tolerance*base
+	cut := avg > g.over(base)
 	switch {
 	case cut:
 		g.limit = Clamp(min(g.limit, float64(g.inflight))*max(minCut, under*base/avg), g.min, g.max)
@@ -173,6 +197,12 @@ func (g *Limit) Update(admitted, now time.Duration, inflight int, drop bool) flo
 	}
 	g.next(now, cut)
 	return g.limit
+}
+
+// over is the round average past which a no-load latency of base cuts
+// the limit: tolerance times base, and at least minQueue above it.
+func (g *Limit) over(base float64) float64 {
+	return max(g.tolerance*base, base+float64(minQueue))
 }
 
 // next starts a round at now, after a cut or not.

@@ -157,3 +157,60 @@ func TestBounds(t *testing.T) {
 		t.Fatal("an initial limit above the maximum was kept")
 	}
 }
+
+// The limit settles near capacity whatever the server's no-load latency,
+// down to the latencies where minQueue, not the tolerance, is what cuts
+// (under 2·minQueue): from a loopback service's half a millisecond to a
+// slow backend's tenth of a second.
+func TestSettlesNearCapacityAtEveryBase(t *testing.T) {
+	for _, b := range []time.Duration{2 * minQueue, time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond} {
+		for _, c := range []float64{2, 8, 32} {
+			g := newLimit()
+			mean, _ := closedLoop(g, 0, 20000, func(n float64) time.Duration { return time.Duration(float64(b) * max(1, n/c)) })
+			if mean < 0.75*c || mean > 1.5*c {
+				t.Errorf("base %v, capacity %v: mean limit %.1f, want within [%.1f, %.1f]", b, c, mean, 0.75*c, 1.5*c)
+			}
+		}
+	}
+}
+
+// The client's own scheduling is not a server's queue: calls of a few
+// microseconds whose latency rises by tens of them (a goroutine woken
+// late), and one in a hundred that waits out a preemption or a GC pause
+// (tens to hundreds of milliseconds), never cut the limit once it has
+// started (its first round halves it, to see whether that helps).
+func TestSchedulingNoiseDoesNotCut(t *testing.T) {
+	g := newLimit()
+	now := time.Duration(0)
+	prev := g.Value()
+	for i := range 100000 {
+		in := min(64, int(g.Value()))
+		d := 2*time.Microsecond + time.Duration(i%7)*10*time.Microsecond
+		if i%100 == 99 {
+			d = time.Duration(10+i%300) * time.Millisecond
+		}
+		now += 300 * time.Nanosecond
+		if v := g.Update(now-d, now, in, false); v < prev && g.phase != descending {
+			t.Fatalf("call %d (latency %v, %d in flight): the limit was cut from %v to %v", i, d, in, prev, v)
+		} else {
+			prev = v
+		}
+	}
+	if g.Value() < 64 {
+		t.Errorf("the limit is %v, below the 64 callers it had room for", g.Value())
+	}
+}
+
+// A server that is overloaded is slow on most calls: capping each sample
+// does not keep its rounds from cutting, however slow it gets.
+func TestCappedSamplesStillCut(t *testing.T) {
+	for _, factor := range []float64{2, 10, 1000} {
+		g := newLimit()
+		now := feed(g, 0, 400, 8, func(float64) time.Duration { return base })
+		before := g.Value()
+		feed(g, now, 200, 8, func(float64) time.Duration { return time.Duration(factor * float64(base)) })
+		if g.Value() >= before {
+			t.Errorf("latency %v times the no-load one: the limit went from %v to %v, want a cut", factor, before, g.Value())
+		}
+	}
+}
