@@ -1,7 +1,6 @@
 package retryhttp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -302,19 +301,13 @@ func (b *Breaker) eachState(f func(host string, s CircuitState)) {
 	})
 }
 
-// allow asks the circuit for one attempt, and keeps in a the ticket its
-// report hands back.
-func (hc *hostCircuit) allow(_ context.Context, a *sentAttempt, _ bool) (Reason, error) {
-	var ok bool
-	if a.ticket, ok = hc.c.Allow(clockNow); !ok {
-		return ReasonCircuitOpen, fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name)
-	}
-	return ReasonNone, nil
-}
+// allow asks the circuit for one attempt: the ticket its report hands
+// back, and whether the attempt may be sent (refused is the error when it
+// may not). It is inlined into the gate's allow.
+func (hc *hostCircuit) allow() (circuit.Ticket, bool) { return hc.c.Allow(clockNow) }
 
-// undo gives back the ticket of an attempt a later brake refused: counted
-// as nothing, it frees its half-open probe's slot.
-func (hc *hostCircuit) undo(a *sentAttempt) { hc.c.Report(a.ticket, circuit.Excluded, a.ended) }
+// refused is the error of an attempt the open circuit refused.
+func (hc *hostCircuit) refused() error { return fmt.Errorf("%w: %s", ErrCircuitOpen, hc.name) }
 
 // report tells the circuit an attempt's outcome, admitted with its
 // ticket: a failure of the host (a network error, 502, 503, 504), nothing
@@ -325,7 +318,7 @@ func (hc *hostCircuit) undo(a *sentAttempt) { hc.c.Report(a.ticket, circuit.Excl
 // window is no longer counted, which can only lower the ratio's
 // denominator by the slowest calls; a failure, a timeout above all, always
 // counts.
-func (hc *hostCircuit) report(_ *rules, a *sentAttempt) {
+func (hc *hostCircuit) report(a *sentAttempt) {
 	switch {
 	case a.err != nil && a.req.Context().Err() != nil:
 		hc.c.Report(a.ticket, circuit.Excluded, a.ended)

@@ -409,10 +409,9 @@ func TestBreakerCountsWhen(t *testing.T) {
 	sent := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ended := sent.Add(30 * time.Second) // a 30 s timeout: three windows long
 	report := func(resp *http.Response, err error) (clockReads int) {
-		a := &sentAttempt{req: req, resp: resp, err: err, sent: sent.Sub(monoBase), at: sent, now: func() time.Time { clockReads++; return ended }}
-		reason, refusal := hc.allow(context.Background(), a, true)
-		require.Equal(t, ReasonNone, reason, refusal)
-		hc.report(nil, a)
+		tk, ok := hc.allow()
+		require.True(t, ok)
+		hc.report(&sentAttempt{ticket: tk, req: req, resp: resp, err: err, sent: sent.Sub(monoBase), at: sent, now: func() time.Time { clockReads++; return ended }})
 		return clockReads
 	}
 	assert.Equal(t, 0, report(&http.Response{StatusCode: 200, Body: http.NoBody}, nil), "a success reads no clock")

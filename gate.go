@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -11,92 +12,81 @@ import (
 
 // gate is one RoundTrip's brakes, asked in one order by the attempt loop
 // and by the hedging race alike: before a retry's wait, the Budget
-// (withdraw); before each attempt, the per-host brakes in their order
-// (allow); after each attempt, the same brakes are told how it ended
-// (report). Their host's entries are looked up once per RoundTrip, for
-// all the brakes at once (hostBrakes).
+// (withdraw); before each attempt, the concurrency Limit, then the
+// Throttle, then the Breaker (allow); after each attempt, the Limit, the
+// Breaker and the Throttle are told how it ended (report). The Limit is
+// asked first because its caller may wait in its queue: the Throttle and
+// the Breaker then judge the host as it is when the attempt is sent, and
+// no Breaker ticket is held by a caller that waits. A brake added is a field here and a line in allow and
+// report, not an edit of the loop. Its host's state is looked up once per
+// RoundTrip, for all the brakes at once (hostBrakes).
 type gate struct {
-	budget  *Budget
-	brakes  []brake      // the host's entries, in order: the Limit, the Throttle, the Breaker
-	circuit *hostCircuit // the Breaker's entry, also asked before a wait whether it is open; nil: no Breaker
-	// readsTime says whether a brake reads the send time it is given (the
-	// Throttle): a time.Time is made for it only then.
-	readsTime bool
+	budget   *Budget
+	circuit  *hostCircuit    // nil: no Breaker
+	throttle *hostThrottle   // nil: no Throttle
+	k        float64         // the Throttle's K, its default resolved by the lookup
+	limit    *overload.Limit // nil: no Limit
 }
 
-// brake is a per-host brake: asked before each attempt to its host, and
-// told how an attempt it let through ended. A brake added is a type with
-// these methods and a place in lookUpHost's order, not an edit of the
-// loop.
-//
-// The order: the concurrency Limit first, because its caller may wait in
-// its queue, so that the Throttle and the Breaker then judge the host as it
-// is when the attempt is sent, and no Breaker ticket is held by a caller
-// that waits; the Breaker last, since a ticket it gives out is a half-open
-// probe's slot.
-type brake interface {
-	// allow admits a, about to be sent at a.at, keeping in a what report
-	// needs, or names the reason it refuses it. A caller may wait for
-	// room if wait is set (a hedge may not: it is sent only if there is
-	// room).
-	allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, error)
-	// undo gives back what allow took, for an attempt a later brake
-	// refused.
-	undo(a *sentAttempt)
-	// report tells the brake how an attempt it allowed ended; r says what
-	// counts as the host accepting it.
-	report(r *rules, a *sentAttempt)
-}
-
-// allow admits attempt a, or names the brake that refused it, having
-// undone what the brakes before it took. The caller's a is filled in
-// place: an attempt's state is built once, on its stack, for allow and
-// report.
+// allow admits attempt a, about to be sent at a.at, and gives it the
+// Breaker's ticket and the Limit's permit that its report hands back; or
+// names the brake that refused it. a.at is read only by the Throttle (see
+// readsTime). A caller over the host's concurrency limit waits in its
+// queue if wait is set (a hedge does not: it is sent only if there is
+// room). The caller's a is filled in place: an attempt's state is built
+// once, on its stack, for allow and report.
 func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, error) {
-	for i, b := range g.brakes {
-		if reason, err := b.allow(ctx, a, wait); reason != ReasonNone {
-			for _, before := range g.brakes[:i] {
-				before.undo(a)
-			}
-			return reason, err
+	if g.limit != nil {
+		var err error
+		if wait {
+			a.permit, err = g.limit.Acquire(ctx)
+		} else if p, ok := g.limit.TryAcquire(ctx); ok {
+			a.permit = p
+		} else {
+			err = overload.ErrLimited
+		}
+		switch {
+		case err == overload.ErrLimited:
+			return ReasonLimited, err
+		case err != nil:
+			return ReasonCanceled, err
+		}
+	}
+	if g.throttle != nil {
+		if err := g.throttle.allow(g.k, a.at, rand.Float64); err != nil {
+			a.permit.Cancel()
+			return ReasonThrottled, err
+		}
+	}
+	if g.circuit != nil {
+		var ok bool
+		if a.ticket, ok = g.circuit.allow(); !ok {
+			a.permit.Cancel()
+			return ReasonCircuitOpen, g.circuit.refused()
 		}
 	}
 	return ReasonNone, nil
 }
 
-// report tells the brakes how an attempt they allowed ended.
+// report tells the per-host brakes how an attempt they allowed ended; r
+// says what counts as the host accepting it.
 func (g *gate) report(r *rules, a *sentAttempt) {
-	for _, b := range g.brakes {
-		b.report(r, a)
+	if g.limit != nil {
+		a.endPermit()
+	}
+	if g.circuit != nil {
+		g.circuit.report(a)
+	}
+	if g.throttle != nil {
+		g.throttle.report(r, a)
 	}
 }
+
+// readsTime reports whether allow reads the send time it is given.
+func (g *gate) readsTime() bool { return g.throttle != nil }
 
 // perHost reports whether a brake may refuse the next attempt to the host.
-func (g *gate) perHost() bool { return len(g.brakes) > 0 }
-
-// limitBrake is a host's concurrency limit as a brake.
-type limitBrake struct{ l *overload.Limit }
-
-func (b limitBrake) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, error) {
-	var err error
-	if wait {
-		a.permit, err = b.l.Acquire(ctx)
-	} else if p, ok := b.l.TryAcquire(ctx); ok {
-		a.permit = p
-	} else {
-		err = overload.ErrLimited
-	}
-	switch {
-	case err == overload.ErrLimited:
-		return ReasonLimited, err
-	case err != nil:
-		return ReasonCanceled, err
-	}
-	return ReasonNone, nil
-}
-
-func (b limitBrake) undo(a *sentAttempt)             { a.permit.Cancel() }
-func (b limitBrake) report(_ *rules, a *sentAttempt) { a.endPermit() }
+func (g *gate) perHost() bool { return g.circuit != nil || g.throttle != nil || g.limit != nil }
 
 // sentAttempt is one attempt as the brakes are told of it: the ticket the
 // Breaker admitted it with, its request and outcome, when it was sent, and

@@ -19,7 +19,6 @@ type lastHost struct {
 	circuit *hostCircuit    // nil: no Breaker
 	counts  *hostThrottle   // nil: no Throttle
 	limit   *overload.Limit // nil: no Limiter
-	order   []brake         // the entries as the gate asks them
 }
 
 // brakes are a Transport's per-host brakes, each nil when unset.
@@ -52,13 +51,6 @@ func lookUpHost(cache *atomic.Pointer[lastHost], b brakes, u *url.URL) *lastHost
 	}
 	if b.limiter != nil {
 		c.limit = b.limiter.For(u.Scheme + "://" + u.Host)
-		c.order = append(c.order, limitBrake{c.limit})
-	}
-	if c.counts != nil {
-		c.order = append(c.order, c.counts)
-	}
-	if c.circuit != nil {
-		c.order = append(c.order, c.circuit)
 	}
 	cache.Store(c)
 	return c

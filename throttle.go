@@ -1,11 +1,9 @@
 package retryhttp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -131,7 +129,6 @@ func (t *Throttle) init() {
 // hostThrottle is one host's counts, and its name for errors.
 type hostThrottle struct {
 	name    string
-	k       float64 // the Throttle's K
 	h       *throttle.Host
 	evicted atomic.Bool // forgotten by the Throttle: a cached pointer to it is stale
 }
@@ -166,7 +163,7 @@ func (t *Throttle) host(u *url.URL) *hostThrottle {
 	if t.n >= t.settings.MaxHosts {
 		t.evict()
 	}
-	h := &hostThrottle{name: id.String(), k: t.settings.K, h: throttle.New(t.settings.Window, t.settings.MinRequests)}
+	h := &hostThrottle{name: id.String(), h: throttle.New(t.settings.Window, t.settings.MinRequests)}
 	t.hosts.Store(id, h)
 	t.n++
 	return h
@@ -194,17 +191,14 @@ func (t *Throttle) evict() {
 	}
 }
 
-// allow decides one attempt at a.at; a random draw is made only when the
-// probability of a rejection is not 0.
-func (h *hostThrottle) allow(_ context.Context, a *sentAttempt, _ bool) (Reason, error) {
-	if !h.h.Allow(h.k, a.at, rand.Float64) {
-		return ReasonThrottled, fmt.Errorf("%w: %s", ErrThrottled, h.name)
+// allow decides one attempt at now; draw, uniform in [0, 1), is called
+// only when the probability of a rejection is not 0.
+func (h *hostThrottle) allow(k float64, now time.Time, draw func() float64) error {
+	if !h.h.Allow(k, now, draw) {
+		return fmt.Errorf("%w: %s", ErrThrottled, h.name)
 	}
-	return ReasonNone, nil
+	return nil
 }
-
-// undo has nothing to give back: allow counts nothing.
-func (h *hostThrottle) undo(*sentAttempt) {}
 
 // report counts the outcome of an attempt allow let through: a response
 // below 400 at a.sentAt(), the time the attempt was sent, which the caller has

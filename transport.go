@@ -362,9 +362,12 @@ func (t *Transport) attach(x *exchange) {
 	x.gate.budget = t.retryBudget()
 	if t.Breaker != nil || t.Throttle != nil || t.Limit != nil {
 		h := hostBrakes(&t.lastHost, brakes{t.Breaker, t.Throttle, t.Limit}, x.req.URL)
-		x.gate.brakes, x.gate.circuit, x.gate.readsTime = h.order, h.circuit, h.counts != nil
+		x.gate.circuit, x.gate.throttle, x.gate.limit = h.circuit, h.counts, h.limit
 		if t.Breaker != nil {
 			t.trackOnce.Do(t.trackBreaker)
+		}
+		if t.Throttle != nil {
+			x.gate.k = t.Throttle.settings.K
 		}
 	}
 	x.gate.budget.deposit(x.start)
@@ -414,7 +417,7 @@ func (t *Transport) admit(x *exchange, n int, sent *sentAttempt) (*http.Request,
 		return nil, ending{nil, err, n - 1, ReasonBeforeAttempt}
 	}
 	if x.gate.perHost() {
-		if x.gate.readsTime { // its send time, near enough for the windows, made only for a brake that reads it
+		if x.gate.readsTime() { // its send time, near enough for the windows, made only for a brake that reads it
 			sent.at = monoBase.Add(x.due)
 		}
 		if refused, err := x.gate.allow(x.ctx, sent, true); refused != ReasonNone {
