@@ -61,6 +61,10 @@ type Config[M any] struct {
 	// attempt; the zero Backoff waits up to 1 s, then 2 s, ... up to
 	// 1 min, with full jitter.
 	Backoff Backoff
+	// RunPast runs a delivery counted past MaxAttempts (its consumers died
+	// on it) as any other, for a broker that bounds those redeliveries
+	// itself (SQS's redrive maxReceiveCount); false ends it unrun.
+	RunPast bool
 	// RenewEvery is how often a running message is renewed (Delivery's
 	// Renew); 0 means never.
 	RenewEvery time.Duration
@@ -120,7 +124,7 @@ func (c *Core[M]) Process(ctx context.Context, d Delivery[M]) Event[M] {
 		return c.end(ctx, d, e)
 	}
 	e.Key = key
-	past := counted && n > c.c.MaxAttempts // its consumers died on it, or it failed too often
+	past := counted && n > c.c.MaxAttempts && !c.c.RunPast // its consumers died on it, or it failed too often
 	stop := c.renew(ctx, d)
 	_, replayed, err := c.c.Runner.Do(ctx, key, func(ctx context.Context) ([]byte, error) {
 		if past {

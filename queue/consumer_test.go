@@ -68,9 +68,9 @@ func keyOf(m string) (string, error) {
 	return m, nil
 }
 
-func newCore(t *testing.T, runner *idempotency.Runner, log *bytes.Buffer, h func(context.Context, string) ([]byte, error)) *queue.Core[string] {
+func newCore(t *testing.T, runner *idempotency.Runner, log *bytes.Buffer, runPast bool, h func(context.Context, string) ([]byte, error)) *queue.Core[string] {
 	t.Helper()
-	c, err := queue.NewCore(queue.Config[string]{Broker: "test", Runner: runner, Key: keyOf, MaxAttempts: 3,
+	c, err := queue.NewCore(queue.Config[string]{Broker: "test", Runner: runner, Key: keyOf, MaxAttempts: 3, RunPast: runPast,
 		Backoff: queue.Backoff{Base: time.Second, Max: time.Second, Jitter: 3}, // JitterNone: a wait of exactly 1 s
 		Logger:  slog.New(slog.NewTextHandler(log, nil)), Handler: h})
 	if err != nil {
@@ -101,6 +101,7 @@ func TestProcess(t *testing.T) {
 		done     bool // the key has run before
 		inFlight bool // the key is running elsewhere
 		stopping bool // the consumer's context has ended
+		runPast  bool // Config.RunPast
 		kind     queue.EventKind
 		settled  string
 		ran      bool
@@ -116,6 +117,8 @@ func TestProcess(t *testing.T) {
 		{name: "panic", d: &delivery{key: "k", n: 1, counted: true}, panics: true, kind: queue.EventFailed, settled: "retry later", ran: true},
 		{name: "panic at MaxAttempts", d: &delivery{key: "k", n: 3, counted: true}, panics: true, kind: queue.EventDead, settled: "end: queue: the handler panicked: boom", ran: true},
 		{name: "past MaxAttempts", d: &delivery{key: "k", n: 4, counted: true}, kind: queue.EventDead, settled: "end: test: attempt 4 is past MaxAttempts 3: not run"},
+		{name: "past MaxAttempts, run past", d: &delivery{key: "k", n: 4, counted: true}, runPast: true, kind: queue.EventProcessed, settled: "ack", ran: true},
+		{name: "past MaxAttempts, run past, failing", d: &delivery{key: "k", n: 4, counted: true}, runPast: true, handler: fail, kind: queue.EventDead, settled: "end: flicker", ran: true},
 		{name: "past MaxAttempts, the key done", d: &delivery{key: "k", n: 4, counted: true}, done: true, kind: queue.EventDuplicate, settled: "ack"},
 		{name: "in flight at MaxAttempts", d: &delivery{key: "k", n: 3, counted: true}, inFlight: true, kind: queue.EventFailed, settled: "retry later"},
 		{name: "in flight past MaxAttempts", d: &delivery{key: "k", n: 7, counted: true}, inFlight: true, kind: queue.EventFailed, settled: "retry later"},
@@ -144,7 +147,7 @@ func TestProcess(t *testing.T) {
 			}
 			var ran atomic.Bool
 			var log bytes.Buffer
-			c := newCore(t, runner, &log, func(context.Context, string) ([]byte, error) {
+			c := newCore(t, runner, &log, tc.runPast, func(context.Context, string) ([]byte, error) {
 				ran.Store(true)
 				if tc.stopping {
 					cancel()

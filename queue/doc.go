@@ -13,7 +13,8 @@
 //     the handler not run.
 //   - A message the broker counts past MaxAttempts (its consumers died on
 //     it, or it failed too often) is not run again: it is dead, unless its
-//     key has run, when it is a duplicate.
+//     key has run, when it is a duplicate. SQS, whose redrive policy bounds
+//     such receives itself, runs it (Config.RunPast).
 //   - The handler runs under the key; a duplicate gets the stored result
 //     without running it. A panic is a failure ([PanicError]).
 //   - A failure is tried again after its [Backoff], until the attempt that

@@ -37,10 +37,9 @@
 // consumer died, so with a redrive policy a message that outlives its
 // maxReceiveCount that way is moved to the dead-letter queue by SQS
 // itself. Size maxReceiveCount above MaxAttempts with room for that. A
-// receive past MaxAttempts (its consumers died on it) does not run the
-// handler again: the message is dead, unless its key has run, when it is
-// deleted as a duplicate; a receive that meets its key running elsewhere
-// is never what ends it.
+// receive past MaxAttempts (its consumers died on it) runs as any other:
+// SQS's redrive is what bounds those; a receive that meets its key
+// running elsewhere is never what ends the message.
 //
 // Dead letters. A message that cannot run (no key, queue.Permanent, a
 // failure at MaxAttempts) is sent to the redrive policy's dead-letter
@@ -200,7 +199,7 @@ func NewConsumer(cl *awssqs.Client, o Options, h Handler) (*Consumer, error) {
 		o.Logger = slog.Default()
 	}
 	core, err := queue.NewCore(queue.Config[types.Message]{Broker: "sqs", Runner: o.Runner, Key: o.Key, MaxAttempts: o.MaxAttempts,
-		Backoff: o.Backoff, RenewEvery: o.VisibilityTimeout / 3, Logger: o.Logger, Hooks: o.Hooks, Handler: h})
+		Backoff: o.Backoff, RunPast: true, RenewEvery: o.VisibilityTimeout / 3, Logger: o.Logger, Hooks: o.Hooks, Handler: h})
 	if err != nil {
 		return nil, err
 	}
