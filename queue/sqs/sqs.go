@@ -315,22 +315,22 @@ func (d delivery) Ack(ctx context.Context) error {
 // Retry makes the message visible again after wait, rounded to whole
 // seconds: nothing waits in the consumer.
 func (d delivery) Retry(ctx context.Context, wait time.Duration) error {
-	return d.visible(ctx, min((wait+time.Second/2)/time.Second, 12*60*60))
+	return d.visible(ctx, int32(min((wait+time.Second/2)/time.Second, 12*60*60)))
 }
 
 // Renew extends the message's visibility while its handler runs.
 func (d delivery) Renew(ctx context.Context) {
-	if err := d.visible(ctx, d.c.o.VisibilityTimeout/time.Second); err != nil {
+	if err := d.visible(ctx, int32(d.c.o.VisibilityTimeout/time.Second)); err != nil {
 		d.c.o.Logger.LogAttrs(ctx, slog.LevelWarn, "sqs: extending the visibility failed", slog.String("message_id", aws.ToString(d.m.MessageId)),
 			slog.String("error", err.Error()))
 	}
 }
 
-func (d delivery) visible(ctx context.Context, secs time.Duration) error {
+func (d delivery) visible(ctx context.Context, secs int32) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	_, err := d.c.cl.ChangeMessageVisibility(sctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(d.c.o.QueueURL),
-		ReceiptHandle: d.m.ReceiptHandle, VisibilityTimeout: int32(secs)})
+		ReceiptHandle: d.m.ReceiptHandle, VisibilityTimeout: secs})
 	return err
 }
 
