@@ -5,6 +5,9 @@ go 1.25.0
 replace github.com/retryhttp/retryhttp => ../
 
 require (
+	github.com/aws/aws-sdk-go-v2 v1.48.0
+	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
+	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/hashicorp/go-retryablehttp v0.7.8
@@ -12,10 +15,16 @@ require (
 	github.com/prometheus/client_golang v1.24.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/idempotency/dynamostore v0.0.0-00010101000000-000000000000
 )
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.13.12 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -56,3 +65,5 @@ replace github.com/retryhttp/retryhttp/shared => ../shared
 replace github.com/retryhttp/retryhttp/idempotency/mysqlstore => ../idempotency/mysqlstore
 
 replace github.com/retryhttp/retryhttp/mysqlschema => ../mysqlschema
+
+replace github.com/retryhttp/retryhttp/idempotency/dynamostore => ../idempotency/dynamostore

@@ -8,7 +8,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
 	pgx "github.com/jackc/pgx/v5"
@@ -19,6 +23,7 @@ import (
 	redis "github.com/redis/go-redis/v9"
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/idempotency"
+	"github.com/retryhttp/retryhttp/idempotency/dynamostore"
 	"github.com/retryhttp/retryhttp/idempotency/mysqlstore"
 	"github.com/retryhttp/retryhttp/idempotency/pgstore"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
@@ -93,7 +98,7 @@ func readme2_0() {
 	var redisClient *redis.Client
 	var mux *http.ServeMux
 	var createCharge http.Handler
-	store, err := redisstore.New(redisClient, redisstore.Options{}) // refuses a Redis that can evict records; or pgstore.New(pool, ""), mysqlstore.New(db, "")
+	store, err := redisstore.New(redisClient, redisstore.Options{}) // refuses a Redis that can evict records; or pgstore.New(pool, ""), mysqlstore.New(db, ""), dynamostore.New(client, dynamostore.Options{})
 	if err != nil {
 	}
 	mw, err := idempotency.New(idempotency.Options{Store: store}) // Retention 24 h, LockTimeout 10 s, StoreTimeout 2 s
@@ -522,6 +527,32 @@ func server2_0() {
 
 // server.md, block 3
 func server3_0() {
+	var ctx context.Context
+	var charge http.Handler
+	cfg, err := config.LoadDefaultConfig(ctx)                    // github.com/aws/aws-sdk-go-v2/config
+	client := dynamodb.NewFromConfig(cfg)                        // the SDK's default retries: each call is safe to resend
+	err = dynamostore.CreateTable(ctx, client, "")               // table idempotency_keys, on-demand, TTL on; or declare it
+	store, err := dynamostore.New(client, dynamostore.Options{}) // refuses a missing or wrongly keyed table
+	mw, err := idempotency.New(idempotency.Options{
+		Store:            store,
+		LockTimeout:      12 * time.Second,    // just past the function's timeout (10 s)
+		MaxResponseBytes: dynamostore.MaxBody, // a DynamoDB item holds 400 KB
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /charges", mw.Handler(charge))
+	lambda.Start(httpadapter.NewV2(mux).ProxyWithContext) // httpadapter.New for a REST API's events
+	_ = ctx
+	_ = charge
+	_ = cfg
+	_ = err
+	_ = client
+	_ = store
+	_ = mw
+	_ = mux
+}
+
+// server.md, block 4
+func server4_0() {
 	var mux *http.ServeMux
 	var mw *idempotency.Middleware
 	var createCharge http.Handler

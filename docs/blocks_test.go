@@ -64,6 +64,11 @@ var imports = map[string]string{
 	"rivertype":     "github.com/riverqueue/river/rivertype",
 	"riverjob":      "github.com/retryhttp/retryhttp/queue/riverjob",
 	"rabbitoutbox":  "github.com/retryhttp/retryhttp/outbox/rabbitoutbox",
+	"dynamostore":   "github.com/retryhttp/retryhttp/idempotency/dynamostore",
+	"dynamodb":      "github.com/aws/aws-sdk-go-v2/service/dynamodb",
+	"config":        "github.com/aws/aws-sdk-go-v2/config",
+	"lambda":        "github.com/aws/aws-lambda-go/lambda",
+	"httpadapter":   "github.com/awslabs/aws-lambda-go-api-proxy/httpadapter",
 }
 
 // Every Go code block of the docs is in blocks.go, so that building this

@@ -1,6 +1,6 @@
 module github.com/retryhttp/retryhttp/docs
 
-go 1.25.0
+go 1.26
 
 replace (
 	github.com/retryhttp/retryhttp => ../
@@ -20,7 +20,11 @@ replace (
 )
 
 require (
+	github.com/aws/aws-lambda-go v1.55.1
+	github.com/aws/aws-sdk-go-v2/config v1.33.19
+	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
+	github.com/awslabs/aws-lambda-go-api-proxy v0.16.2
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/jackc/pgx/v5 v5.13.0
@@ -29,6 +33,7 @@ require (
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/idempotency/dynamostore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/idempotency/pgstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/idempotency/redisstore v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/outbox v0.0.0-00010101000000-000000000000
@@ -51,8 +56,18 @@ require (
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
+	github.com/aws/aws-sdk-go-v2/credentials v1.21.1 // indirect
+	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.13.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/signin v1.13.1 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/pierrec/lz4/v4 v4.1.26 // indirect
@@ -100,3 +115,5 @@ replace github.com/retryhttp/retryhttp/idempotency/mysqlstore => ../idempotency/
 replace github.com/retryhttp/retryhttp/mysqlschema => ../mysqlschema
 
 replace github.com/retryhttp/retryhttp/shared => ../shared
+
+replace github.com/retryhttp/retryhttp/idempotency/dynamostore => ../idempotency/dynamostore

@@ -5,7 +5,6 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/idempotency"
 	"github.com/retryhttp/retryhttp/idempotency/redisstore"
+	"github.com/retryhttp/retryhttp/idempotency/storetest"
 	"github.com/retryhttp/retryhttp/shared/faultproxy"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
@@ -164,37 +164,6 @@ func TestConnectionCutBeforeComplete(t *testing.T) {
 // stop before the claim can lapse, so the charge happens once.
 func TestPartitionedHandlerStopsBeforeItsClaimLapses(t *testing.T) {
 	partitioned, proxy := proxied(t, -1)
-	direct := partitioned.WithClient(client(t)) // the other instance: same keys, its own connection
-	var charges atomic.Int32
-	var stopped atomic.Value
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(2500 * time.Millisecond):
-			charges.Add(1)
-			w.WriteHeader(http.StatusCreated)
-		case <-r.Context().Done():
-			stopped.Store(context.Cause(r.Context()))
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	})
-	a := serveStore(t, partitioned, h, time.Second)
-	b := serveStore(t, direct, h, time.Second)
-	first := make(chan int, 1)
-	go func() { code, _ := post(t, a, "partition-1"); first <- code }()
-	time.Sleep(500 * time.Millisecond)
-	proxy.Stall()
-	time.Sleep(time.Second) // past the claim's lock, which A could not extend
-	if code, body := post(t, b, "partition-1"); code != 201 {
-		t.Fatalf("retry on the other instance: %d %s, want 201", code, body)
-	}
-	if code := <-first; code != 503 {
-		t.Fatalf("partitioned instance answered %d, want 503 (its handler stopped)", code)
-	}
-	if n := charges.Load(); n != 1 {
-		t.Fatalf("%d charges, want 1", n)
-	}
-	if err, _ := stopped.Load().(error); !errors.Is(err, idempotency.ErrClaimLapsed) {
-		t.Fatalf("the partitioned handler's context ended with %v, want ErrClaimLapsed", err)
-	}
-	proxy.Heal()
+	defer proxy.Heal()
+	storetest.RunPartition(t, partitioned, partitioned.WithClient(client(t)), proxy.Stall)
 }

@@ -1,7 +1,7 @@
 // Package storetest is the conformance suite for idempotency.Store
 // implementations: the Store API contract, and the middleware's end-to-end
-// guarantees (scenarios A to M) over real HTTP. The memory, Redis and
-// PostgreSQL stores all run it; so can yours.
+// guarantees (scenarios A to M) over real HTTP. The memory, Redis,
+// PostgreSQL, MySQL and DynamoDB stores all run it; so can yours.
 package storetest
 
 import (

@@ -43,15 +43,15 @@ var response = func() []byte {
 
 // storeNames are the stores serverbench measures, in the order it names
 // them.
-var storeNames = []string{"memory", "redis", "rediscluster", "rediscluster+wait", "postgres", "mysql"}
+var storeNames = []string{"memory", "redis", "rediscluster", "rediscluster+wait", "postgres", "mysql", "dynamodb"}
 
 // where says where to find each store: redis is an address,
 // rediscluster the seed addresses of a cluster (comma-separated),
 // postgres and mysql DSNs. A child process of a fleet shares the stores its
 // parent set up, and leaves them as they are when it ends.
 type where struct {
-	redis, cluster, postgres, mysql string
-	child                           bool
+	redis, cluster, postgres, mysql, dynamo string
+	child                                   bool
 }
 
 func newBackend(ctx context.Context, name string, at where, conns int) (*backend, error) {
@@ -74,6 +74,8 @@ func newBackend(ctx context.Context, name string, at where, conns int) (*backend
 		return postgresBackend(ctx, at.postgres, conns, at.child)
 	case "mysql":
 		return mysqlBackend(ctx, at.mysql, conns, at.child)
+	case "dynamodb":
+		return dynamoBackend(ctx, at.dynamo, conns, at.child)
 	}
 	return nil, fmt.Errorf("unknown store %q (%s)", name, strings.Join(storeNames, ", "))
 }

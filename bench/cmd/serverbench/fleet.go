@@ -104,7 +104,7 @@ func runFleet(ctx context.Context, name string, at where, cfg config, procs, con
 	}()
 	for range procs {
 		cmd := exec.CommandContext(ctx, self, "-child", "-stores", name, "-redis", at.redis, "-redis-cluster", at.cluster,
-			"-postgres", at.postgres, "-mysql", at.mysql, "-keys", strconv.Itoa(cfg.keys), "-conns", strconv.Itoa(conns))
+			"-postgres", at.postgres, "-mysql", at.mysql, "-dynamo", at.dynamo, "-keys", strconv.Itoa(cfg.keys), "-conns", strconv.Itoa(conns))
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {

@@ -29,7 +29,10 @@
 // Stores: memory, redis (the -redis address), postgres (the -postgres
 // DSN), mysql (the -mysql DSN: MySQL or MariaDB; its replay is two round
 // trips, a refused INSERT and a read, where PostgreSQL's is one: see
-// mysqlstore), and rediscluster and rediscluster+wait on the Redis Cluster named
+// mysqlstore), dynamodb (the -dynamo endpoint, by default a dynalite of
+// serverbench's own, installed from npm as the tests install it; its
+// replay is two requests there, a refused PutItem and a read, where real
+// DynamoDB returns the item with the refusal), and rediscluster and rediscluster+wait on the Redis Cluster named
 // by -redis-cluster; "-redis-cluster own" starts one of serverbench's own
 // (6 redis-servers, 3 masters with a replica each, on free ports, stopped
 // at the end). rediscluster+wait is the store with
@@ -55,6 +58,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retryhttp/retryhttp/shared/dynamotest"
 	"github.com/retryhttp/retryhttp/shared/testenv"
 )
 
@@ -71,6 +75,7 @@ func serverbench() int {
 	redisAddr := flag.String("redis", testenv.RedisAddr(), "Redis address (default: the tests' RETRYHTTP_TEST_REDIS)")
 	pgDSN := flag.String("postgres", testenv.PostgresDSN(), "PostgreSQL DSN (default: the tests' RETRYHTTP_TEST_POSTGRES)")
 	myDSN := flag.String("mysql", testenv.MySQLDSN(), "MySQL or MariaDB DSN, go-sql-driver's form (default: the tests' RETRYHTTP_TEST_MYSQL)")
+	dynamo := flag.String("dynamo", "own", `the DynamoDB endpoint for the dynamodb store, or "own" for a dynalite serverbench starts`)
 	cluster := flag.String("redis-cluster", "", `the Redis Cluster's seed addresses, comma-separated, or "own" for one serverbench starts`)
 	procs := flag.Int("procs", 1, "middleware processes measured at once on each store")
 	conns := flag.Int("conns", 0, "each process's store connections (default: 64, or twice the highest -conc; in a fleet at most 80 over all processes, under PostgreSQL's default max_connections)")
@@ -103,7 +108,7 @@ func serverbench() int {
 		}
 	}
 	ctx := context.Background()
-	at := where{redis: *redisAddr, cluster: *cluster, postgres: *pgDSN, mysql: *myDSN, child: *isChild}
+	at := where{redis: *redisAddr, cluster: *cluster, postgres: *pgDSN, mysql: *myDSN, dynamo: *dynamo, child: *isChild}
 	if *isChild {
 		if err := child(ctx, *stores, at, *keys, *conns); err != nil {
 			fmt.Fprintln(os.Stderr, "serverbench -child:", err)
@@ -120,6 +125,22 @@ func serverbench() int {
 		at.cluster = strings.Join(c.addrs, ",")
 		fmt.Printf("Redis Cluster of serverbench's own: %s\n", at.cluster)
 		defer c.stop()
+	}
+	if at.dynamo == "own" && slices.Contains(strings.Split(*stores, ","), "dynamodb") {
+		dir, err := os.MkdirTemp("", "serverbench-dynalite")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "serverbench:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		d, err := dynamotest.Launch(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "serverbench:", err)
+			return 1
+		}
+		defer d.Kill()
+		at.dynamo = d.URL
+		fmt.Printf("dynalite of serverbench's own: %s\n", at.dynamo)
 	}
 	cfg := config{levels: levels, rounds: *rounds, duration: *duration, keys: *keys}
 	for _, v := range strings.Split(*variants, ",") {
