@@ -263,6 +263,30 @@ func client2_0() {
 
 // exactly-once.md, block 1
 func exactlyonce1_0() {
+	var mw *idempotency.Middleware
+	var mux *http.ServeMux
+	var providerURL string
+	var body []byte
+	provider := &http.Client{Transport: &retryhttp.Transport{InjectIdempotencyKey: true}}
+	mux.Handle("POST /checkout", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := retryhttp.WithCallLabel(r.Context(), "charge") // the call's name, so its key outlives a changed URL
+		req, err := http.NewRequestWithContext(ctx, "POST", providerURL, bytes.NewReader(body))
+		if err != nil {
+		}
+		resp, err := provider.Do(req) // Idempotency-Key: derived from the checkout's own key
+		if err != nil {
+		}
+		defer resp.Body.Close()
+	})))
+	_ = mw
+	_ = mux
+	_ = providerURL
+	_ = body
+	_ = provider
+}
+
+// exactly-once.md, block 2
+func exactlyonce2_0() {
 	var pool *pgxpool.Pool
 	var r *http.Request
 	var receipt []byte
@@ -283,8 +307,8 @@ func exactlyonce1_0() {
 	_ = relay
 }
 
-// exactly-once.md, block 2
-func exactlyonce2_0() {
+// exactly-once.md, block 3
+func exactlyonce3_0() {
 	var js jetstream.JetStream
 	var box *outbox.Outbox
 	var tx pgx.Tx
@@ -303,8 +327,8 @@ func exactlyonce2_0() {
 	_ = relay
 }
 
-// exactly-once.md, block 3
-func exactlyonce3_0() {
+// exactly-once.md, block 4
+func exactlyonce4_0() {
 	var box *outbox.Outbox
 	var tx pgx.Tx
 	var event []byte
@@ -321,8 +345,8 @@ func exactlyonce3_0() {
 	_ = relay
 }
 
-// exactly-once.md, block 4
-func exactlyonce4_0() {
+// exactly-once.md, block 5
+func exactlyonce5_0() {
 	var cl *kgo.Client
 	var box *outbox.Outbox
 	var tx pgx.Tx
@@ -344,8 +368,8 @@ func exactlyonce4_0() {
 	_ = relay
 }
 
-// exactly-once.md, block 5
-func exactlyonce5_0() {
+// exactly-once.md, block 6
+func exactlyonce6_0() {
 	var client *awssqs.Client
 	var box *outbox.Outbox
 	var tx pgx.Tx
@@ -369,8 +393,8 @@ func exactlyonce5_0() {
 	_ = relay
 }
 
-// exactly-once.md, block 6
-func exactlyonce6_0() {
+// exactly-once.md, block 7
+func exactlyonce7_0() {
 	var store idempotency.Store
 	var ctx context.Context
 	var orderID string
@@ -389,8 +413,8 @@ func exactlyonce6_0() {
 	_ = replayed
 }
 
-// exactly-once.md, block 7
-func exactlyonce7_0() {
+// exactly-once.md, block 8
+func exactlyonce8_0() {
 	var js jetstream.JetStream
 	var cons jetstream.Consumer
 	var runner *idempotency.Runner
@@ -406,8 +430,8 @@ func exactlyonce7_0() {
 	_ = cc
 }
 
-// exactly-once.md, block 8
-func exactlyonce8_0() {
+// exactly-once.md, block 9
+func exactlyonce9_0() {
 	var deliveries <-chan amqp.Delivery
 	var runner *idempotency.Runner
 	var ship func(context.Context, amqp.Delivery) ([]byte, error)
@@ -424,8 +448,8 @@ func exactlyonce8_0() {
 	_ = err
 }
 
-// exactly-once.md, block 9
-func exactlyonce9_0() {
+// exactly-once.md, block 10
+func exactlyonce10_0() {
 	var runner *idempotency.Runner
 	var ship kafka.Handler
 	var ctx context.Context
@@ -441,8 +465,8 @@ func exactlyonce9_0() {
 	_ = consumer
 }
 
-// exactly-once.md, block 10
-func exactlyonce10_0() {
+// exactly-once.md, block 11
+func exactlyonce11_0() {
 	var client *awssqs.Client
 	var runner *idempotency.Runner
 	var ship sqs.Handler
@@ -459,8 +483,8 @@ func exactlyonce10_0() {
 	_ = err
 }
 
-// exactly-once.md, block 11
-func exactlyonce11_0() {
+// exactly-once.md, block 12
+func exactlyonce12_0() {
 	var pool *pgxpool.Pool
 	var workers *river.Workers
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -481,10 +505,7 @@ func server1_0() {
 	store, err := redisstore.New(redisClient, redisstore.Options{}) // or pgstore.New(pool, ""); a nil Store is in-memory, one process only
 	if err != nil {
 	}
-	mw, err := idempotency.New(idempotency.Options{
-		Store:     store,
-		Retention: 24 * time.Hour, // must exceed your clients' whole retry window
-	})
+	mw, err := idempotency.New(idempotency.Options{Store: store}) // Retention 24 h: it must exceed your clients' whole retry window
 	if err != nil {
 	}
 	mux.Handle("POST /charges", mw.Handler(createCharge))
