@@ -268,6 +268,10 @@ type Limit struct {
 	mu      sync.Mutex
 	g       gradient.Limit
 	waiters []*waiter // FIFO
+	// horizon is when the handler will have served the requests a
+	// Shedder shed so far: the critical ones, and the others (see
+	// retryAfter).
+	horizon [2]time.Time
 }
 
 // admitOne is what an admission adds to Limit.slots; releaseOne, what a

@@ -3,6 +3,7 @@ package overload
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,7 +15,9 @@ import (
 // requests its handler runs at once, and sheds the ones over it before
 // they reach the handler: a 503 (or ShedOptions.Status) with a
 // Retry-After, which a retryhttp.Transport's Throttle and Budget count as
-// a refusal of the server's.
+// a refusal of the server's. The Retry-After is measured, not a fixed
+// second: when the handler will have served the requests shed before,
+// spread so that they do not come back together into the same overload.
 //
 // Priorities share the limit: a Sheddable request is admitted while fewer
 // than half the limit are in flight, a Default one while fewer than 80%
@@ -101,7 +104,7 @@ func (s *Shedder) Handler(next http.Handler) http.Handler {
 			permit, ok = lim.admit(r.Context(), share(p), p)
 		}
 		if !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(lim.retryAfter()))
+			w.Header().Set("Retry-After", strconv.Itoa(lim.retryAfter(p)))
 			http.Error(w, "overloaded: request shed", status)
 			return
 		}
@@ -123,14 +126,49 @@ func share(p Priority) int64 {
 	return gradient.ShareDefault
 }
 
-// retryAfter is the wait a shed request is told, in whole seconds: how
-// long the requests in flight take to be served at the limit, from the
-// latency of the limit's last round, and at least 1 (Retry-After has no
-// finer unit).
-func (lim *Limit) retryAfter() int {
+// retryAfter is the wait a shed request of priority p is told, in whole
+// seconds: when the handler will have served the requests shed before it.
+// The handler serves the limit each latency of its last round (Little's
+// law). Each shed request takes the next place after the horizon of the
+// requests shed before it, one step of the time the handler takes to
+// serve it: a sheddable request counts twice (it is admitted only below
+// half the limit), and a critical one has a horizon of its own (it is
+// admitted before any other). Their retries then come back spread at
+// about the rate they can be served, instead of together a second later
+// into the same overload. The seconds are rounded down after adding a
+// uniform fraction, so that a request's expected wait is its place, and
+// those told the same second do not return in step. At least 1
+// (Retry-After has no finer unit) and at most maxRetryAfter.
+func (lim *Limit) retryAfter(p Priority) int {
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
-	limit := max(1, int(lim.limit.Load()))
-	wait := lim.g.Latency() * time.Duration(inFlight(lim.slots.Load())+1) / time.Duration(limit)
-	return int(min(60, max(1, math.Ceil(wait.Seconds()))))
+	now := time.Now()
+	// The time the handler takes to serve one request of p at the
+	// share of the limit p is admitted under, at half its capacity: at
+	// full capacity, arrivals that are not evenly spaced find the share
+	// taken often enough to be shed again.
+	limit := max(1, lim.limit.Load())
+	if p != Critical {
+		limit = max(1, limit*share(p)/100)
+	}
+	step := 5 * lim.g.Latency() / time.Duration(2*limit)
+	h := &lim.horizon[0]
+	if p == Critical {
+		h = &lim.horizon[1]
+	}
+	if h.Before(now) {
+		*h = now
+	}
+	if h.Sub(now) < maxRetryAfter {
+		*h = h.Add(step)
+	}
+	// Spread uniformly over half to one and a half times its place: the
+	// requests shed in one instant come back over a window as long as
+	// their wait, not in a clump a whole number of seconds later.
+	wait := h.Sub(now).Seconds()*(0.5+rand.Float64()) + rand.Float64()
+	return int(min(maxRetryAfter.Seconds(), max(1, math.Floor(wait))))
 }
+
+// maxRetryAfter bounds the wait a shed request is told, however long the
+// backlog.
+const maxRetryAfter = time.Minute
