@@ -76,7 +76,7 @@ func packageDocs(t *testing.T) (docs map[string]string, fields map[string][]stri
 func TestDocListsAreWhole(t *testing.T) {
 	docs, fields := packageDocs(t)
 	// The Transport field each of gate's brakes is configured by.
-	brakeField := map[string]string{"budget": "Budget", "circuit": "Breaker", "throttle": "Throttle", "limit": "Limit"}
+	brakeField := map[string]string{"budget": "Budget", "circuit": "Breaker", "throttle": "Throttle", "limit": "Limit", "pace": "Pacer"}
 	for _, f := range fields["gate"] {
 		if f == "k" {
 			continue // the Throttle's K, not a brake of its own
@@ -96,9 +96,9 @@ func TestDocListsAreWhole(t *testing.T) {
 			}
 		}
 	}
-	if rt := docs["Transport.RoundTrip"]; !(strings.Index(rt, "BeforeAttempt") < strings.Index(rt, "Limit") &&
+	if rt := docs["Transport.RoundTrip"]; !(strings.Index(rt, "BeforeAttempt") < strings.Index(rt, "Pacer") && strings.Index(rt, "Pacer") < strings.Index(rt, "Limit") &&
 		strings.Index(rt, "Limit") < strings.Index(rt, "Throttle") && strings.Index(rt, "Throttle") < strings.Index(rt, "Breaker")) {
-		t.Errorf("RoundTrip's doc does not give the gate's order (BeforeAttempt, Limit, Throttle, Breaker): %q", rt)
+		t.Errorf("RoundTrip's doc does not give the gate's order (BeforeAttempt, Pacer, Limit, Throttle, Breaker): %q", rt)
 	}
 	for r := ReasonNone; r < numReasons; r++ {
 		if !r.GaveUp() {
@@ -128,9 +128,9 @@ func TestDocListsAreWhole(t *testing.T) {
 		return text[i : i+j]
 	}
 	order := section("**Decision order**", "the Budget")
-	if !(strings.Index(order, "BeforeAttempt") < strings.Index(order, "limit") && strings.Index(order, "limit") < strings.Index(order, "Throttle") &&
+	if !(strings.Index(order, "BeforeAttempt") < strings.Index(order, "Pacer") && strings.Index(order, "Pacer") < strings.Index(order, "limit") && strings.Index(order, "limit") < strings.Index(order, "Throttle") &&
 		strings.Index(order, "Throttle") < strings.Index(order, "Breaker")) {
-		t.Errorf("docs/client.md's decision order is not the gate's (BeforeAttempt, the limit, the Throttle, the Breaker): %q", order)
+		t.Errorf("docs/client.md's decision order is not the gate's (BeforeAttempt, the Pacer, the limit, the Throttle, the Breaker): %q", order)
 	}
 	giveUps := section("Every give-up (", ")")
 	for r := ReasonNone; r < numReasons; r++ {

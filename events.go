@@ -81,7 +81,8 @@ const (
 	EventRetry EventKind = iota + 1
 	// EventGiveUp: an attempt failed retryably and no retry follows, for
 	// GiveUp; or a brake refused an attempt, before it was sent: the
-	// Limit, the Throttle, the Breaker or the Budget (see Reason.GaveUp).
+	// Pacer, the Limit, the Throttle, the Breaker or the Budget (see
+	// Reason.GaveUp).
 	EventGiveUp
 	// EventStacked: a layer above (or a Transport below) retries this
 	// request too; Signal names how the Transport knew.

@@ -12,10 +12,12 @@ import (
 
 // gate is one RoundTrip's brakes, asked in one order by the attempt loop
 // and by the hedging race alike: before a retry's wait, the Budget
-// (withdraw); before each attempt, the concurrency Limit, then the
-// Throttle, then the Breaker (allow); after each attempt, the Limit, the
-// Breaker and the Throttle are told how it ended (report). The Limit is
-// asked first because its caller may wait in its queue: the Throttle and
+// (withdraw); before each attempt, the Pacer, then the concurrency Limit,
+// then the Throttle, then the Breaker (allow); after each attempt, the
+// Pacer, the Limit, the Breaker and the Throttle are told how it ended
+// (report). The Pacer is asked first because its caller may wait for the
+// host's quota, and holds no other brake's permit meanwhile; the Limit
+// next because its caller may wait in its queue: the Throttle and
 // the Breaker then judge the host as it is when the attempt is sent, and
 // no Breaker ticket is held by a caller that waits. A brake added is a field here and a line in allow and
 // report, not an edit of the loop. Its host's state is looked up once per
@@ -26,6 +28,7 @@ type gate struct {
 	throttle *hostThrottle   // nil: no Throttle
 	k        float64         // the Throttle's K, its default resolved by the lookup
 	limit    *overload.Limit // nil: no Limit
+	pace     *hostPace       // nil: no Pacer
 }
 
 // allow admits attempt a, about to be sent at a.at, and gives it the
@@ -36,6 +39,11 @@ type gate struct {
 // room). The caller's a is filled in place: an attempt's state is built
 // once, on its stack, for allow and report.
 func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, error) {
+	if g.pace != nil {
+		if r, err := g.pace.allow(ctx, wait, &a.paceSeq); r != ReasonNone {
+			return r, err
+		}
+	}
 	if g.limit != nil {
 		var err error
 		if wait {
@@ -47,14 +55,17 @@ func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, er
 		}
 		switch {
 		case err == overload.ErrLimited:
+			g.unpace()
 			return ReasonLimited, err
 		case err != nil:
+			g.unpace()
 			return ReasonCanceled, err
 		}
 	}
 	if g.throttle != nil {
 		if err := g.throttle.allow(g.k, a.at, rand.Float64); err != nil {
 			a.permit.Cancel()
+			g.unpace()
 			return ReasonThrottled, err
 		}
 	}
@@ -62,6 +73,7 @@ func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, er
 		var ok bool
 		if a.ticket, ok = g.circuit.allow(); !ok {
 			a.permit.Cancel()
+			g.unpace()
 			return ReasonCircuitOpen, g.circuit.refused()
 		}
 	}
@@ -71,6 +83,9 @@ func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, er
 // report tells the per-host brakes how an attempt they allowed ended; r
 // says what counts as the host accepting it.
 func (g *gate) report(r *rules, a *sentAttempt) {
+	if g.pace != nil {
+		g.pace.report(a.resp, a.paceSeq)
+	}
 	if g.limit != nil {
 		a.endPermit()
 	}
@@ -82,11 +97,20 @@ func (g *gate) report(r *rules, a *sentAttempt) {
 	}
 }
 
+// unpace gives the Pacer back a request a later brake refused.
+func (g *gate) unpace() {
+	if g.pace != nil {
+		g.pace.cancel()
+	}
+}
+
 // readsTime reports whether allow reads the send time it is given.
 func (g *gate) readsTime() bool { return g.throttle != nil }
 
 // perHost reports whether a brake may refuse the next attempt to the host.
-func (g *gate) perHost() bool { return g.circuit != nil || g.throttle != nil || g.limit != nil }
+func (g *gate) perHost() bool {
+	return g.circuit != nil || g.throttle != nil || g.limit != nil || g.pace != nil
+}
 
 // sentAttempt is one attempt as the brakes are told of it: the ticket the
 // Breaker admitted it with, its request and outcome, when it was sent, and
@@ -95,13 +119,15 @@ func (g *gate) perHost() bool { return g.circuit != nil || g.throttle != nil || 
 type sentAttempt struct {
 	ticket circuit.Ticket
 	permit overload.Permit
-	req    *http.Request
-	resp   *http.Response
-	err    error
-	sent   time.Duration // when it was sent, on mono's clock
-	at     time.Time     // the same as a time, if the caller made one (a Throttle reads it); zero otherwise
-	clock  onceClock
-	now    func() time.Time // nil: clock; a test's own clock otherwise
+	// paceSeq is the Pacer's number for the attempt's admission.
+	paceSeq int64
+	req     *http.Request
+	resp    *http.Response
+	err     error
+	sent    time.Duration // when it was sent, on mono's clock
+	at      time.Time     // the same as a time, if the caller made one (a Throttle reads it); zero otherwise
+	clock   onceClock
+	now     func() time.Time // nil: clock; a test's own clock otherwise
 }
 
 // sentAt is when the attempt was sent, as a time: made from mono's

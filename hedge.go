@@ -230,8 +230,10 @@ type copyResult struct {
 	cancel context.CancelCauseFunc
 	ticket circuit.Ticket
 	permit overload.Permit
-	sent   time.Duration // when it was sent, as mono reads it
-	took   time.Duration
+	// paceSeq is the Pacer's number for its admission.
+	paceSeq int64
+	sent    time.Duration // when it was sent, as mono reads it
+	took    time.Duration
 }
 
 // race sends first, attempt n as the gate admitted it (admitted's ticket
@@ -249,7 +251,8 @@ type copyResult struct {
 func (r *raceParams) race(ctx context.Context, first *http.Request, n int, admitted *sentAttempt) (*http.Request, *http.Response, error, int) {
 	results := make(chan copyResult, 1+r.maxHedges)
 	cancels := make([]context.CancelCauseFunc, 0, 1+r.maxHedges)
-	launch := func(areq *http.Request, n int, tk circuit.Ticket, pm overload.Permit) {
+	launch := func(areq *http.Request, n int, a *sentAttempt) {
+		tk, pm, seq := a.ticket, a.permit, a.paceSeq
 		cctx, cancel := context.WithCancelCause(areq.Context())
 		cancels = append(cancels, cancel)
 		// A copy is sent once: net/http's own resend of a copy with a body
@@ -258,10 +261,10 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, admit
 		go func() {
 			start := mono()
 			resp, err := send(r.via, sreq, r.attemptTimeout, r.exchangeTimeout)
-			results <- copyResult{req: areq, sreq: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, permit: pm, sent: start, took: mono() - start}
+			results <- copyResult{req: areq, sreq: sreq, n: n, resp: resp, err: err, cancel: cancel, ticket: tk, permit: pm, paceSeq: seq, sent: start, took: mono() - start}
 		}()
 	}
-	launch(first, n, admitted.ticket, admitted.permit)
+	launch(first, n, admitted)
 	inflight, sent := 1, 1
 	timer := time.NewTimer(r.delay)
 	defer timer.Stop()
@@ -313,7 +316,7 @@ func (r *raceParams) race(ctx context.Context, first *http.Request, n int, admit
 				continue
 			}
 			r.events.tell(ctx, &Event{Kind: EventHedge, Request: areq, Attempt: n + sent})
-			launch(areq, n+sent, hedge.ticket, hedge.permit)
+			launch(areq, n+sent, &hedge)
 			inflight++
 			sent++
 			timer.Reset(r.delay)
@@ -349,7 +352,7 @@ type teller interface {
 // latencies (a cancelled copy teaches nothing: the Breaker excludes it,
 // the Throttle skips it, and its time is not a latency).
 func (r *raceParams) observe(c *copyResult) {
-	r.gate.report(&r.rules, &sentAttempt{ticket: c.ticket, permit: c.permit, req: c.sreq, resp: c.resp, err: c.err, sent: c.sent})
+	r.gate.report(&r.rules, &sentAttempt{ticket: c.ticket, permit: c.permit, paceSeq: c.paceSeq, req: c.sreq, resp: c.resp, err: c.err, sent: c.sent})
 	if c.err == nil {
 		r.lat.record(c.took)
 	}

@@ -19,6 +19,7 @@ type lastHost struct {
 	circuit *hostCircuit    // nil: no Breaker
 	counts  *hostThrottle   // nil: no Throttle
 	limit   *overload.Limit // nil: no Limiter
+	pace    *hostPace       // nil: no Pacer
 }
 
 // brakes are a Transport's per-host brakes, each nil when unset.
@@ -26,6 +27,7 @@ type brakes struct {
 	breaker  *Breaker
 	throttle *Throttle
 	limiter  *overload.Limiter
+	pacer    *Pacer
 }
 
 // hostBrakes returns u's host's entries in b's brakes, through cache.
@@ -51,6 +53,9 @@ func lookUpHost(cache *atomic.Pointer[lastHost], b brakes, u *url.URL) *lastHost
 	}
 	if b.limiter != nil {
 		c.limit = b.limiter.For(u.Scheme + "://" + u.Host)
+	}
+	if b.pacer != nil {
+		c.pace = b.pacer.host(u)
 	}
 	cache.Store(c)
 	return c

@@ -32,10 +32,10 @@ import (
 //	                                           "network", "timeout", or "other" for any other status
 //	retryhttp_give_ups_total{reason}           retryable failures not retried, by each Reason that GaveUp:
 //	                                           attempts, elapsed, deadline, retry_after_too_long, budget,
-//	                                           circuit_open, body, throttled, limited
+//	                                           circuit_open, body, throttled, limited, paced
 //	retryhttp_attempts_per_request             histogram, buckets 1..10, of the requests that sent at least one
 //	                                           attempt: one refused before its first send (by a brake: the
-//	                                           Limit, the Throttle, the Breaker) is in requests_total only,
+//	                                           Pacer, the Limit, the Throttle, the Breaker) is in requests_total only,
 //	                                           so the two counts differ
 //	retryhttp_backoff_seconds                  histogram of the waits before retries
 //	retryhttp_circuit_state{host}              0 closed, 1 half-open, 2 open, per host of the Breakers in use

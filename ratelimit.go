@@ -62,11 +62,13 @@ func millis(v string) (time.Duration, bool) {
 type ResetUnit int
 
 const (
-	// ResetUnitAuto reads a number of at least 1,000,000,000 as a Unix time and
-	// a smaller one as seconds to wait: a delay of 31 years is no delay an
-	// API means, and a Unix time below 2001 is in the past, so the rule
-	// cannot mistake one for the other in a way that makes the client wait
-	// decades.
+	// ResetUnitAuto reads a number of at least 1,000,000,000, or at least
+	// the current Unix time less a day, as a Unix time and a smaller one as
+	// seconds to wait: a delay of decades is no delay an API means, and a
+	// Unix time a day or more in the past is no reset, so the rule cannot
+	// mistake one for the other in a way that makes the client wait
+	// decades (the second bound serves a clock set before 2001, as in a
+	// test's virtual time).
 	ResetUnitAuto ResetUnit = iota
 	// ResetUnitSeconds: seconds to wait (fractions allowed).
 	ResetUnitSeconds
@@ -96,7 +98,7 @@ func parseReset(v string, unit ResetUnit, now time.Time) (time.Duration, bool) {
 	if err != nil || n < 0 || n != n {
 		return 0, false
 	}
-	if unit == ResetUnitUnix || unit == ResetUnitAuto && n >= 1e9 {
+	if unit == ResetUnitUnix || unit == ResetUnitAuto && (n >= 1e9 || n >= float64(now.Unix()-86400)) {
 		at := time.Unix(0, 0).Add(seconds(n))
 		if !at.After(now) {
 			return 0, true // the reset has passed: go now

@@ -8,7 +8,7 @@ import "strconv"
 //
 // A give-up (Reason.GaveUp) is a retryable failure that was not retried:
 // attempts, elapsed, deadline, retry_after_too_long, budget, circuit_open,
-// body, throttled, limited. not_retryable, canceled and before_attempt are not give-ups.
+// body, throttled, limited, paced. not_retryable, canceled and before_attempt are not give-ups.
 type Reason uint8
 
 const (
@@ -43,6 +43,10 @@ const (
 	// no room and its queue none either, or the wait in it passed its
 	// MaxWait.
 	ReasonLimited
+	// ReasonPaced: the host's rate-limit quota (Transport.Pacer) was
+	// spent, and came back only after the Pacer's MaxWait or the
+	// context's deadline.
+	ReasonPaced
 
 	numReasons // the count of reasons above; TestReasonsTable checks each has its entry
 )
@@ -65,6 +69,7 @@ var reasons = [numReasons]struct{ label, text string }{
 	ReasonBody:              {"body", "gave up: the request body cannot be sent again"},
 	ReasonThrottled:         {"throttled", "gave up: throttled by the client"},
 	ReasonLimited:           {"limited", "gave up: over the host's concurrency limit"},
+	ReasonPaced:             {"paced", "gave up: the host's rate-limit quota is spent until after the wait allowed"},
 }
 
 // String returns the reason's label: "attempts", "circuit_open", ...

@@ -168,6 +168,13 @@ type Transport struct {
 	// to its response's headers. nil means no limit.
 	Limit *overload.Limiter
 
+	// Pacer, if set, spreads the requests to each host over the quota its
+	// rate-limit headers announce, and holds one that would exceed it
+	// until the window resets (see Pacer): one whose wait would pass the
+	// Pacer's MaxWait or the context's deadline ends with ErrPaced,
+	// nothing sent (a give-up with ReasonPaced). nil means no pacing.
+	Pacer *Pacer
+
 	// Hooks are told of each retry decision, each stacked retry, each
 	// hedge and each RoundTrip's end, in order (see Hook): Prometheus
 	// metrics (*[Metrics]), a second logger ([LogHook]), retryhttpotel's
@@ -223,12 +230,14 @@ func (t *Transport) trackBreaker() {
 // RoundTrip implements http.RoundTripper.
 //
 // The order of the brakes, the one list the other docs refer to: each
-// attempt is asked of BeforeAttempt, then the Limit (where it may wait in
-// the host's queue), then the Throttle, then the Breaker, and sent; after
-// a retryable failure, the Policy decides the wait and whether another
+// attempt is asked of BeforeAttempt, then the Pacer (where it may wait
+// for the host's quota), then the Limit (where it may wait in the host's
+// queue), then the Throttle, then the Breaker, and sent; after a
+// retryable failure, the Policy decides the wait and whether another
 // attempt fits, and the Budget is asked last. A brake that refuses ends
-// the RoundTrip with its Reason (ReasonLimited, ReasonThrottled,
-// ReasonCircuitOpen, ReasonBudget), an EventGiveUp, and nothing sent.
+// the RoundTrip with its Reason (ReasonPaced, ReasonLimited,
+// ReasonThrottled, ReasonCircuitOpen, ReasonBudget), an EventGiveUp, and
+// nothing sent.
 //
 // What the caller gets: the outcome of the last attempt sent. When it is a
 // response (a success, a status not retried, or the last 503 when the
@@ -360,9 +369,9 @@ func (t *Transport) attach(x *exchange) {
 		x.via = hs.attempt(x.base)
 	}
 	x.gate.budget = t.retryBudget()
-	if t.Breaker != nil || t.Throttle != nil || t.Limit != nil {
-		h := hostBrakes(&t.lastHost, brakes{t.Breaker, t.Throttle, t.Limit}, x.req.URL)
-		x.gate.circuit, x.gate.throttle, x.gate.limit = h.circuit, h.counts, h.limit
+	if t.Breaker != nil || t.Throttle != nil || t.Limit != nil || t.Pacer != nil {
+		h := hostBrakes(&t.lastHost, brakes{t.Breaker, t.Throttle, t.Limit, t.Pacer}, x.req.URL)
+		x.gate.circuit, x.gate.throttle, x.gate.limit, x.gate.pace = h.circuit, h.counts, h.limit, h.pace
 		if t.Breaker != nil {
 			t.trackOnce.Do(t.trackBreaker)
 		}

@@ -38,7 +38,7 @@ func unbudgeted(l Lib) Lib {
 			t.Budget = retryhttp.NoBudget
 			return t
 		}
-	case "retryhttp+budget+breaker", "retryhttp+all", "retryhttp+overload", "retryhttp+limit":
+	case "retryhttp+budget+breaker", "retryhttp+all", "retryhttp+overload", "retryhttp+limit", "retryhttp+pacer":
 		wrap := l.Wrap
 		l.Wrap = func(base http.RoundTripper) http.RoundTripper {
 			t := wrap(base).(*retryhttp.Transport)
@@ -94,6 +94,14 @@ func Libs() []Lib {
 			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetOptions{})),
 				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerOptions{})),
 				Limit:   must(overload.NewLimiter(overload.Options{Queue: 64})),
+				Hooks:   []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
+		}},
+		{"retryhttp+pacer", func(base http.RoundTripper) http.RoundTripper {
+			// +all with a Pacer, on a host that sends no rate-limit header:
+			// what pacing costs where it has nothing to pace.
+			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetOptions{})),
+				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerOptions{})),
+				Pacer:   must(retryhttp.NewPacer(retryhttp.PacerOptions{})),
 				Hooks:   []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
 		}},
 		{"go-retryablehttp", func(base http.RoundTripper) http.RoundTripper {

@@ -213,6 +213,19 @@ func migrating3_2() {
 
 // client.md, block 1
 func client1_0() {
+	var ctx context.Context
+	pacer, err := retryhttp.NewPacer(retryhttp.PacerOptions{}) // share it between the clients of one API key
+	if err != nil {
+	}
+	client := &http.Client{Transport: &retryhttp.Transport{Pacer: pacer}}
+	_ = ctx
+	_ = pacer
+	_ = err
+	_ = client
+}
+
+// client.md, block 2
+func client2_0() {
 	reg := prometheus.NewRegistry()                                       // yours; nothing touches the global registry
 	metrics, err := retryhttp.NewMetrics(reg, retryhttp.MetricsOptions{}) // serve reg with promhttp.HandlerFor
 	if err != nil {
@@ -240,8 +253,8 @@ func client1_0() {
 	_ = client
 }
 
-// client.md, block 2
-func client2_0() {
+// client.md, block 3
+func client3_0() {
 	budget, err := retryhttp.NewBudget(retryhttp.BudgetOptions{
 		ThrottleCost: 5.0 / 14, // the retry quota charges 5 for a throttled retry, 14 for a failed one
 	})

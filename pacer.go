@@ -1,0 +1,381 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retryhttp/retryhttp/overload"
+)
+
+// ErrPaced is returned, wrapped in a *RetryError with ReasonPaced, when a
+// request would exceed its host's rate-limit quota and the quota comes
+// back only after the Pacer's MaxWait or the context's deadline: the
+// request is not sent.
+var ErrPaced = errors.New("retryhttp: rate limit quota exhausted until its reset")
+
+// Pacer spreads the requests to each host over the rate-limit window the
+// host announces, so that they stay within its quota instead of meeting
+// 429s: from the headers of every response (the IETF RateLimit field, the
+// older RateLimit-Remaining and -Reset, GitHub's and GitLab's
+// X-RateLimit-Remaining and -Reset, OpenAI's x-ratelimit-remaining-requests
+// and -reset-requests), it knows how many requests are left and when the
+// window resets, and sends the next request no sooner than the time left
+// over the requests left allows. A request that finds the quota spent is
+// held until the reset, and one whose wait would pass MaxWait or its
+// context's deadline ends at once with ErrPaced, nothing sent. Critical
+// requests (overload.WithPriority) are not spread: they take the next
+// request left at once, and are held only when none is.
+//
+// A host that sends no rate-limit header is not paced: each of its
+// responses costs a lookup of one header name, and a host that sends
+// them on every response is paced from within a few responses (or from
+// its first 429). Set Transport.Pacer;
+// share one Pacer between the Transports that call one API with one
+// quota. The zero Pacer paces with the default options. It is safe for
+// concurrent use.
+type Pacer struct {
+	opts   PacerOptions
+	mu     sync.Mutex
+	hosts  map[string]*hostPace
+	warned atomic.Bool // a header value out of range was logged
+}
+
+// PacerOptions configure a Pacer.
+type PacerOptions struct {
+	// MaxWait is the longest a request is held for its quota; one that
+	// would wait longer ends with ErrPaced. 0 means DefaultPacerMaxWait.
+	MaxWait time.Duration
+	// Logger is told, once, of a rate-limit header whose value is out of
+	// range (negative, unparsable, or a reset past MaxWindow), which the
+	// Pacer then ignores or caps. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of PacerOptions.
+const (
+	DefaultPacerMaxWait = 30 * time.Second
+	// maxWindow caps a reset a host announces: a window longer than a
+	// day is read as a day.
+	maxWindow = 24 * time.Hour
+)
+
+// NewPacer returns a Pacer with the given options, or an error that names
+// the first invalid one.
+func NewPacer(o PacerOptions) (*Pacer, error) {
+	if o.MaxWait < 0 {
+		return nil, fmt.Errorf("retryhttp: NewPacer: MaxWait %v is negative", o.MaxWait)
+	}
+	return &Pacer{opts: o}, nil
+}
+
+func (p *Pacer) maxWait() time.Duration {
+	if p.opts.MaxWait > 0 {
+		return p.opts.MaxWait
+	}
+	return DefaultPacerMaxWait
+}
+
+// host returns u's host's pace, made on first use.
+func (p *Pacer) host(u *url.URL) *hostPace {
+	key := u.Scheme + "://" + u.Host
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.hosts[key]
+	if h == nil {
+		if p.hosts == nil {
+			p.hosts = map[string]*hostPace{}
+		}
+		h = &hostPace{pacer: p, remaining: -1}
+		p.hosts[key] = h
+	}
+	return h
+}
+
+// hostPace is one host's quota as its responses last told it.
+type hostPace struct {
+	pacer *Pacer
+
+	// seen is whether the host has sent a rate-limit header: until it
+	// has, allow does nothing, and report looks for one header name of
+	// quotaNames a response (all of them in a 429). known is whether the
+	// quota is known now (remaining >= 0): while it is not, allow takes
+	// no lock and reads no clock.
+	seen     atomic.Bool
+	known    atomic.Bool
+	admitted atomic.Int64 // admitted so far, once seen: an admission's number
+
+	mu        sync.Mutex
+	remaining int64     // requests left in the window; -1: unknown
+	reset     time.Time // when the window resets
+	next      time.Time // the next send a spread request may have
+	newest    int64     // the admission whose response told the quota last
+}
+
+// allow holds the caller until its request may be sent within the
+// quota, or refuses it with ReasonPaced when that is past the Pacer's
+// MaxWait or ctx's deadline (nothing is taken then). A caller that may
+// not wait (a hedge) is refused rather than held.
+func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason, error) {
+	if !h.seen.Load() {
+		return ReasonNone, nil
+	}
+	if !h.known.Load() {
+		*seq = h.admitted.Add(1)
+		return ReasonNone, nil
+	}
+	critical := false
+	if p, ok := overload.PriorityFrom(ctx); ok && p == overload.Critical {
+		critical = true
+	}
+	now := time.Now()
+	h.mu.Lock()
+	wait, took := h.take(now, critical)
+	if wait > 0 {
+		limit := h.pacer.maxWait()
+		if d, ok := ctx.Deadline(); ok {
+			limit = min(limit, d.Sub(now))
+		}
+		if !mayWait || wait > limit {
+			if took {
+				h.remaining++
+			}
+			h.mu.Unlock()
+			return ReasonPaced, fmt.Errorf("%w: next request in %v", ErrPaced, wait.Round(time.Millisecond))
+		}
+	}
+	h.mu.Unlock()
+	*seq = h.admitted.Add(1)
+	if wait <= 0 {
+		return ReasonNone, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return ReasonNone, nil
+	case <-ctx.Done():
+		h.cancel()
+		return ReasonCanceled, ctx.Err()
+	}
+}
+
+// cancel gives back an admitted request that was not sent.
+func (h *hostPace) cancel() {
+	if h.known.Load() {
+		h.mu.Lock()
+		if h.remaining >= 0 {
+			h.remaining++
+		}
+		h.mu.Unlock()
+	}
+}
+
+// take reserves a request of the quota at now and returns how long it
+// must wait for it, and whether it took one of the requests left (a
+// request held for a spent quota takes none); h.mu is held.
+func (h *hostPace) take(now time.Time, critical bool) (time.Duration, bool) {
+	if h.remaining < 0 || !now.Before(h.reset) {
+		h.remaining, h.next = -1, time.Time{} // unknown, or a new window: the next response says
+		h.known.Store(false)
+		return 0, false
+	}
+	if h.remaining == 0 {
+		return h.reset.Sub(now), false // held until the window resets
+	}
+	slot := now
+	if !critical && h.next.After(now) {
+		slot = h.next
+	}
+	h.next = slot.Add(h.reset.Sub(slot) / time.Duration(h.remaining))
+	h.remaining--
+	return slot.Sub(now), true
+}
+
+// report reads the quota from the response to admission seq (resp nil:
+// the request failed, and says nothing of the quota). What the response
+// says was left when the server answered it; the requests admitted since
+// are not in it, and are taken off. The response to the latest admission
+// tells the most, and an older one's is ignored.
+func (h *hostPace) report(resp *http.Response, seq int64) {
+	if resp == nil || !h.seen.Load() && resp.StatusCode != http.StatusTooManyRequests &&
+		field(resp.Header, quotaNames[rand.Uint32N(uint32(len(quotaNames)))]) == "" {
+		return
+	}
+	var now time.Time
+	q, ok := readQuota(resp.Header, &now)
+	if !ok {
+		return
+	}
+	h.seen.Store(true)
+	if q.bad && h.pacer.warned.CompareAndSwap(false, true) {
+		logger := h.pacer.opts.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.Warn("retryhttp: a rate-limit header out of range was ignored or capped", "host", resp.Request.URL.Host)
+	}
+	if q.bad && q.reset == 0 && q.remaining == 0 {
+		return // nothing usable
+	}
+	left := max(0, q.remaining-(h.admitted.Load()-seq))
+	reset := now.Add(q.reset)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if seq < h.newest {
+		return // a later admission's response has told more
+	}
+	h.newest = seq
+	if h.remaining >= 0 && now.Before(h.reset) && h.reset.Sub(reset).Abs() <= time.Second {
+		// The same window. A reset in whole seconds is rounded up, so the
+		// earliest it is said to be is the nearest the truth.
+		h.remaining, h.reset = left, minTime(h.reset, reset)
+	} else {
+		h.remaining, h.reset, h.next = left, reset, time.Time{}
+	}
+	h.known.Store(true)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// quotaNames are the headers that open each dialect readQuota reads.
+// Until a host has sent one, report looks for one of them in each of its
+// responses, at random (and for all in a 429): a host that sends none
+// costs one lookup a response, and one that sends them on every response
+// is found within a few.
+var quotaNames = [...]string{"Ratelimit", "Ratelimit-Remaining", "X-Ratelimit-Remaining", "X-Ratelimit-Remaining-Requests"}
+
+// quota is what a response's headers say of its host's rate limit: the
+// requests left, and the time until the window resets.
+type quota struct {
+	remaining int64
+	reset     time.Duration
+	bad       bool // a value was out of range: ignored or capped
+}
+
+// readQuota reads a response's rate-limit headers, in the dialects of
+// DefaultRetryHints; ok is false where none is there.
+func readQuota(hd http.Header, now *time.Time) (q quota, ok bool) {
+	if v := field(hd, "Ratelimit"); v != "" {
+		if q, ok = parseQuotaField(v); ok {
+			*now = time.Now()
+			return q, true
+		}
+	}
+	for _, d := range quotaDialects {
+		rem := trimOWS(field(hd, d.remaining))
+		if rem == "" {
+			continue
+		}
+		reset := trimOWS(field(hd, d.reset))
+		if reset == "" {
+			continue
+		}
+		*now = time.Now()
+		return parseQuota(rem, reset, d.durations, *now)
+	}
+	return quota{}, false
+}
+
+// quotaDialects are the header pairs readQuota reads after the IETF
+// field: the remaining count and the reset, seconds or a Unix time (told
+// apart as ResetUnitAuto does), or Go durations.
+var quotaDialects = [...]struct {
+	remaining, reset string
+	durations        bool
+}{
+	{"Ratelimit-Remaining", "Ratelimit-Reset", false},
+	{"X-Ratelimit-Remaining", "X-Ratelimit-Reset", false},
+	{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", true},
+}
+
+// parseQuota reads one dialect's pair.
+func parseQuota(remaining, reset string, durations bool, now time.Time) (quota, bool) {
+	var q quota
+	n, err := strconv.ParseInt(remaining, 10, 64)
+	if err != nil || n < 0 {
+		return quota{bad: true}, true
+	}
+	q.remaining = n
+	if durations {
+		d, err := time.ParseDuration(reset)
+		if err != nil || d < 0 {
+			return quota{bad: true}, true
+		}
+		q.reset = d
+	} else {
+		d, ok := parseReset(reset, ResetUnitAuto, now)
+		if !ok {
+			return quota{bad: true}, true
+		}
+		q.reset = d
+	}
+	return q.capped(), true
+}
+
+// parseQuotaField reads the IETF RateLimit field: the item that leaves
+// the fewest requests a second (r over t) is the quota that binds.
+func parseQuotaField(v string) (quota, bool) {
+	best, found := quota{}, false
+	for item := range strings.SplitSeq(v, ",") {
+		r, t := -1.0, -1.0
+		_, params, _ := strings.Cut(item, ";")
+		for p := range strings.SplitSeq(params, ";") {
+			k, val, ok := strings.Cut(trimOWS(p), "=")
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseFloat(trimOWS(val), 64)
+			if err != nil || n < 0 || n != n {
+				best.bad = true
+				continue
+			}
+			switch k {
+			case "r":
+				r = n
+			case "t":
+				t = n
+			}
+		}
+		if r < 0 || t < 0 {
+			continue
+		}
+		q := quota{remaining: int64(min(r, 1<<62)), reset: seconds(t)}
+		if !found || q.rate() < best.rate() {
+			bad := best.bad
+			best, found = q, true
+			best.bad = bad
+		}
+	}
+	return best.capped(), found
+}
+
+// rate is the requests a second the quota leaves.
+func (q quota) rate() float64 {
+	if q.reset <= 0 {
+		return float64(q.remaining) * 1e9
+	}
+	return float64(q.remaining) / q.reset.Seconds()
+}
+
+// capped caps the reset at maxWindow.
+func (q quota) capped() quota {
+	if q.reset > maxWindow {
+		q.reset, q.bad = maxWindow, true
+	}
+	return q
+}
