@@ -367,3 +367,45 @@ func FuzzReadQuota(f *testing.F) {
 		}
 	})
 }
+
+// Live on loopback, in real time: 8 clients offering three times a quota
+// of 60 a second, GitHub's headers, for 3 windows. Paced, at most 1% of
+// the requests sent are answered 429 and at least 95% of the quota is
+// served (unpaced, two in three are 429s: TestPacerKeepsWithinQuota).
+func TestPacerLiveOnLoopback(t *testing.T) {
+	s := &quotaServer{n: 60, window: time.Second, dialect: "github"}
+	s.start = time.Now().Truncate(time.Second)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	pacer, _ := NewPacer(PacerOptions{MaxWait: 2 * time.Second})
+	client := &http.Client{Transport: &Transport{Pacer: pacer, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}}
+	// Start with a window: the quota's count starts with it.
+	time.Sleep(time.Until(s.start.Add(time.Second)))
+	start := time.Now()
+	end := start.Add(3 * time.Second)
+	every := time.Second / time.Duration(s.n*3/8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for next := time.Now(); next.Before(end); next = next.Add(every) {
+				time.Sleep(time.Until(next))
+				ctx, cancel := context.WithDeadline(context.Background(), end)
+				req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/items", nil)
+				if resp, err := client.Do(req); err == nil {
+					resp.Body.Close()
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	served, rejected := s.served.Load(), s.rejected.Load()
+	quota := int64(s.n * 3)
+	t.Logf("live: %d served (%.0f%% of the quota of %d), %d 429s (%.2f%% of those sent)", served, 100*float64(served)/float64(quota), quota, rejected, 100*float64(rejected)/float64(max(1, served+rejected)))
+	if rejected*100 > served+rejected {
+		t.Errorf("%d 429s of %d sent: more than 1%%", rejected, served+rejected)
+	}
+	if served*100 < quota*95 {
+		t.Errorf("%d served of a quota of %d: under 95%%", served, quota)
+	}
+}
