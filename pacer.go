@@ -41,8 +41,9 @@ var ErrPaced = errors.New("retryhttp: rate limit quota exhausted until its reset
 // them on every response is paced from within a few responses (or from
 // its first 429). Set Transport.Pacer;
 // share one Pacer between the Transports that call one API with one
-// quota. The zero Pacer paces with the default options. It is safe for
-// concurrent use.
+// quota. It keeps up to 4096 hosts, forgetting first those that sent no
+// rate-limit header. The zero Pacer paces with the default options. It is
+// safe for concurrent use.
 type Pacer struct {
 	opts   PacerOptions
 	mu     sync.Mutex
@@ -95,10 +96,34 @@ func (p *Pacer) host(u *url.URL) *hostPace {
 		if p.hosts == nil {
 			p.hosts = map[string]*hostPace{}
 		}
+		if len(p.hosts) >= maxPacedHosts {
+			p.forget()
+		}
 		h = &hostPace{pacer: p, remaining: -1}
 		p.hosts[key] = h
 	}
 	return h
+}
+
+// maxPacedHosts bounds the hosts a Pacer keeps: a client that calls many
+// hosts (a crawler, a webhook sender) does not grow it without end.
+const maxPacedHosts = 4096
+
+// forget makes room among the hosts: those that never sent a rate-limit
+// header hold nothing and go first; if every host did, half of them go
+// (their next responses tell their quotas again). p.mu is held.
+func (p *Pacer) forget() {
+	for k, h := range p.hosts {
+		if !h.seen.Load() {
+			delete(p.hosts, k)
+		}
+	}
+	for k := range p.hosts {
+		if len(p.hosts) < maxPacedHosts/2 {
+			break
+		}
+		delete(p.hosts, k)
+	}
 }
 
 // hostPace is one host's quota as its responses last told it.

@@ -409,3 +409,21 @@ func TestPacerLiveOnLoopback(t *testing.T) {
 		t.Errorf("%d served of a quota of %d: under 95%%", served, quota)
 	}
 }
+
+// A Pacer that meets many hosts keeps a bounded number, the ones that
+// sent rate-limit headers first.
+func TestPacerForgetsHosts(t *testing.T) {
+	p, _ := NewPacer(PacerOptions{})
+	paced, _ := url.Parse("http://paced.test/")
+	p.host(paced).seen.Store(true)
+	for i := range 3 * maxPacedHosts {
+		u, _ := url.Parse(fmt.Sprintf("http://h%d.test/", i))
+		p.host(u)
+	}
+	if n := len(p.hosts); n > maxPacedHosts {
+		t.Fatalf("%d hosts kept, want at most %d", n, maxPacedHosts)
+	}
+	if _, ok := p.hosts["http://paced.test"]; !ok {
+		t.Fatal("the host that sent rate-limit headers was forgotten before those that sent none")
+	}
+}
