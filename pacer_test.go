@@ -132,7 +132,7 @@ func TestPacerKeepsWithinQuota(t *testing.T) {
 		for _, q := range []struct {
 			n      int
 			window time.Duration
-		}{{60, time.Second}, {100, 10 * time.Second}, {600, time.Minute}, {5000, time.Hour}} {
+		}{{60, time.Second}, {100, 10 * time.Second}, {600, time.Minute}, {1000, time.Hour}} {
 			if q.window == time.Second && (dialect == "ietf" || dialect == "draft") {
 				continue // whole seconds cannot say a reset within a 1 s window
 			}
@@ -142,8 +142,11 @@ func TestPacerKeepsWithinQuota(t *testing.T) {
 			}
 			name := fmt.Sprintf("%s/%d per %v", dialect, q.n, q.window)
 			t.Run(name, func(t *testing.T) {
-				unpaced := &quotaServer{n: q.n, window: q.window, dialect: dialect}
-				uServed, uRejected, _ := offer(t, unpaced, nil, 3, windows)
+				var uServed, uRejected int64 = -1, -1 // unpaced, measured on one quota, for the figure
+				if q.n == 100 {
+					unpaced := &quotaServer{n: q.n, window: q.window, dialect: dialect}
+					uServed, uRejected, _ = offer(t, unpaced, nil, 3, windows)
+				}
 				s := &quotaServer{n: q.n, window: q.window, dialect: dialect}
 				pacer, err := NewPacer(PacerOptions{MaxWait: q.window + time.Second})
 				if err != nil {
@@ -151,8 +154,11 @@ func TestPacerKeepsWithinQuota(t *testing.T) {
 				}
 				served, rejected, paced := offer(t, s, pacer, 3, windows)
 				quota := int64(q.n * windows)
-				t.Logf("%s: without pacing %d served, %d 429s; paced %d served (%.0f%% of the quota), %d 429s (%.2f%% of those sent), %d refused unsent",
-					name, uServed, uRejected, served, 100*float64(served)/float64(quota), rejected, 100*float64(rejected)/float64(served+rejected), paced)
+				if uServed >= 0 {
+					t.Logf("%s: without pacing %d served, %d 429s", name, uServed, uRejected)
+				}
+				t.Logf("%s: paced %d served (%.0f%% of the quota), %d 429s (%.2f%% of those sent), %d refused unsent",
+					name, served, 100*float64(served)/float64(quota), rejected, 100*float64(rejected)/float64(served+rejected), paced)
 				if rejected*100 > served+rejected {
 					t.Errorf("%d 429s of %d sent: more than 1%%", rejected, served+rejected)
 				}
@@ -373,6 +379,7 @@ func FuzzReadQuota(f *testing.F) {
 // the requests sent are answered 429 and at least 95% of the quota is
 // served (unpaced, two in three are 429s: TestPacerKeepsWithinQuota).
 func TestPacerLiveOnLoopback(t *testing.T) {
+	t.Parallel() // it waits more than it works
 	s := &quotaServer{n: 60, window: time.Second, dialect: "github"}
 	s.start = time.Now().Truncate(time.Second)
 	srv := httptest.NewServer(s)

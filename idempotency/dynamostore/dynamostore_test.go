@@ -49,17 +49,19 @@ var (
 )
 
 func TestConformance(t *testing.T) {
-	srv := dynamotest.Start(t)
+	t.Parallel() // it waits more than it works
+	srv := server(t)
 	storetest.Run(t, func(t *testing.T) idempotency.Store { return newStore(t, srv, srv.Client()) })
 }
 
 func TestConformanceCached(t *testing.T) {
-	srv := dynamotest.Start(t)
+	t.Parallel() // it waits more than it works
+	srv := server(t)
 	storetest.RunCached(t, func(t *testing.T) idempotency.Store { return newStore(t, srv, srv.Client()) })
 }
 
 func TestNewRefusesTables(t *testing.T) {
-	srv := dynamotest.Start(t)
+	srv := server(t)
 	c := srv.Client()
 	ctx := context.Background()
 	if _, err := dynamostore.New(nil, dynamostore.Options{}); err == nil {
@@ -109,7 +111,7 @@ func TestNewRefusesTables(t *testing.T) {
 // Time to Live) and of a retryer that makes more attempts than fit
 // StoreTimeout; the SDK's default retryer draws no warning of its own.
 func TestNewWarns(t *testing.T) {
-	srv := dynamotest.Start(t)
+	srv := server(t)
 	table := "idem-" + uuid.NewString()
 	if err := dynamostore.CreateTable(context.Background(), srv.Client(), table); err != nil {
 		t.Fatal(err)
@@ -134,7 +136,7 @@ func TestNewWarns(t *testing.T) {
 
 // CreateTable run by many replicas at once: each succeeds, one table.
 func TestCreateTableConcurrently(t *testing.T) {
-	srv := dynamotest.Start(t)
+	srv := server(t)
 	table := "idem-" + uuid.NewString()
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -154,7 +156,7 @@ func TestCreateTableConcurrently(t *testing.T) {
 // them late) is absent to every operation: a claim takes it over, and
 // its former owner can neither extend nor complete it.
 func TestExpiredItemIsAbsent(t *testing.T) {
-	srv := dynamotest.Start(t)
+	srv := server(t)
 	s := newStore(t, srv, srv.Client())
 	ctx := context.Background()
 	claim := func(owner, fp string, lock time.Duration) *idempotency.Record {
@@ -199,7 +201,7 @@ func TestExpiredItemIsAbsent(t *testing.T) {
 // A completion sent again by its owner (the SDK resends one whose reply
 // was lost) succeeds and keeps the response; another owner's does not.
 func TestCompleteSentAgain(t *testing.T) {
-	srv := dynamotest.Start(t)
+	srv := server(t)
 	s := newStore(t, srv, srv.Client())
 	ctx := context.Background()
 	if rec, err := s.Claim(ctx, idempotency.ClaimParams{Key: "k", Fingerprint: "fp", Owner: "a", Lock: time.Minute}); err != nil || rec != nil {
@@ -223,7 +225,7 @@ func TestCompleteSentAgain(t *testing.T) {
 // for byte; a larger one is kept as TooLarge, never lost, so its replay
 // answers 500 rather than charge again.
 func TestResponseSizes(t *testing.T) {
-	srv := dynamotest.Start(t)
+	srv := server(t)
 	s := newStore(t, srv, srv.Client())
 	ctx := context.Background()
 	for i, n := range []int{0, 1, 1000, dynamostore.MaxBody - 100, dynamostore.MaxBody + 1, 1 << 20} {
@@ -250,7 +252,7 @@ func TestResponseSizes(t *testing.T) {
 // Keys, owners and fingerprints are opaque: any bytes a caller may pass
 // are kept apart, and an empty one is refused.
 func TestTokens(t *testing.T) {
-	srv := dynamotest.Start(t)
+	srv := server(t)
 	s := newStore(t, srv, srv.Client())
 	ctx := context.Background()
 	for _, p := range []idempotency.ClaimParams{

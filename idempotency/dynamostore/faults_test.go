@@ -166,6 +166,7 @@ func (th *throttler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request) answers the claim 503 once the SDK's retries are spent, and
 // the handler does not run; once the throttling ends the retry runs once.
 func TestThrottledClaimAnswers503(t *testing.T) {
+	t.Parallel() // it waits more than it works
 	srv := dynamotest.Start(t)
 	target, _ := url.Parse(srv.URL)
 	th := &throttler{proxy: httputil.NewSingleHostReverseProxy(target)}
@@ -239,6 +240,7 @@ func TestStoreDownAtClaim(t *testing.T) {
 // the handler is told to stop before its claim can lapse, and a retry on
 // another instance charges once (storetest.RunPartition).
 func TestPartitionedHandlerStopsBeforeItsClaimLapses(t *testing.T) {
+	t.Parallel() // it waits more than it works
 	srv := dynamotest.Start(t)
 	partitioned, proxy := proxied(t, srv, 1)
 	defer proxy.Heal()
