@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -356,26 +355,9 @@ func parseQuota(remaining, reset string, durations bool, now time.Time) (quota, 
 // the fewest requests a second (r over t) is the quota that binds.
 func parseQuotaField(v string) (quota, bool) {
 	best, found := quota{}, false
-	for item := range strings.SplitSeq(v, ",") {
-		r, t := -1.0, -1.0
-		_, params, _ := strings.Cut(item, ";")
-		for p := range strings.SplitSeq(params, ";") {
-			k, val, ok := strings.Cut(trimOWS(p), "=")
-			if !ok {
-				continue
-			}
-			n, err := strconv.ParseFloat(trimOWS(val), 64)
-			if err != nil || n < 0 || n != n {
-				best.bad = true
-				continue
-			}
-			switch k {
-			case "r":
-				r = n
-			case "t":
-				t = n
-			}
-		}
+	for it := range rateLimitItems(v) {
+		best.bad = best.bad || it.bad
+		r, t := it.r, it.t
 		if r < 0 || t < 0 {
 			continue
 		}

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -133,29 +134,51 @@ func rateLimitFields(resp *http.Response, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// parseRateLimitField reads a RateLimit field value, a Structured Fields
-// list of items with r and t parameters.
-func parseRateLimitField(v string, is429 bool) (time.Duration, bool) {
-	var longestExhausted, shortest time.Duration = -1, -1
-	for item := range strings.SplitSeq(v, ",") {
-		r, t := -1.0, -1.0
-		_, params, _ := strings.Cut(item, ";")
-		for p := range strings.SplitSeq(params, ";") {
-			k, val, ok := strings.Cut(trimOWS(p), "=")
-			if !ok {
-				continue
+// rateLimitItem is one item of a RateLimit field: its r (requests left)
+// and t (seconds to the reset) parameters, -1 where absent or out of
+// range; bad where a parameter's value was out of range.
+type rateLimitItem struct {
+	r, t float64
+	bad  bool
+}
+
+// rateLimitItems reads a RateLimit field value, a Structured Fields list
+// of items with r and t parameters, an item at a time.
+func rateLimitItems(v string) iter.Seq[rateLimitItem] {
+	return func(yield func(rateLimitItem) bool) {
+		for item := range strings.SplitSeq(v, ",") {
+			it := rateLimitItem{r: -1, t: -1}
+			_, params, _ := strings.Cut(item, ";")
+			for p := range strings.SplitSeq(params, ";") {
+				k, val, ok := strings.Cut(trimOWS(p), "=")
+				if !ok {
+					continue
+				}
+				n, err := strconv.ParseFloat(trimOWS(val), 64)
+				if err != nil || n < 0 || n != n {
+					it.bad = true
+					continue
+				}
+				switch k {
+				case "r":
+					it.r = n
+				case "t":
+					it.t = n
+				}
 			}
-			n, err := strconv.ParseFloat(trimOWS(val), 64)
-			if err != nil || n < 0 || n != n {
-				continue
-			}
-			switch k {
-			case "r":
-				r = n
-			case "t":
-				t = n
+			if !yield(it) {
+				return
 			}
 		}
+	}
+}
+
+// parseRateLimitField reads a RateLimit field value for the wait it
+// asks for.
+func parseRateLimitField(v string, is429 bool) (time.Duration, bool) {
+	var longestExhausted, shortest time.Duration = -1, -1
+	for it := range rateLimitItems(v) {
+		r, t := it.r, it.t
 		if t < 0 {
 			continue
 		}
