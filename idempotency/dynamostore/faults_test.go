@@ -88,35 +88,17 @@ func proxied(t *testing.T, srv *dynamotest.Server, attempts int) (*dynamostore.S
 }
 
 // The claim ran, its reply was lost; the SDK sent it again and found the
-// request's own claim. The handler runs once, no 409.
+// request's own claim: the handler runs once, no 409.
 func TestClaimReplyLostRetriedBySDK(t *testing.T) {
-	srv := dynamotest.Start(t)
-	s, proxy := proxied(t, srv, 0)
-	c := &charge{}
-	u := serve(t, s, c, idempotency.Options{LockTimeout: time.Minute})
-	proxy.LoseNextReply()
-	if code, body := post(t, u, "lost-1"); code != 201 {
-		t.Fatalf("%d %s, want 201: the resent claim is the request's own", code, body)
-	}
-	if code, _ := post(t, u, "lost-1"); code != 201 || c.n.Load() != 1 {
-		t.Fatalf("retry: %d, %d charges; want a replay and 1 charge", code, c.n.Load())
-	}
+	s, proxy := proxied(t, dynamotest.Start(t), 0)
+	storetest.RunLostReply(t, s, proxy.LoseNextReply, true)
 }
 
 // With the SDK's retries off: 503, the claim is released, and the retry
-// runs at once rather than after LockTimeout (a minute).
+// runs at once rather than after LockTimeout.
 func TestClaimReplyLostNoSDKRetries(t *testing.T) {
-	srv := dynamotest.Start(t)
-	s, proxy := proxied(t, srv, 1)
-	c := &charge{}
-	u := serve(t, s, c, idempotency.Options{LockTimeout: time.Minute})
-	proxy.LoseNextReply()
-	if code, body := post(t, u, "lost-2"); code != 503 {
-		t.Fatalf("%d %s, want 503", code, body)
-	}
-	if code, body := untilNot(t, u, "lost-2"); code != 201 || c.n.Load() != 1 {
-		t.Fatalf("retry: %d %s, %d charges; want a fresh 201", code, body, c.n.Load())
-	}
+	s, proxy := proxied(t, dynamotest.Start(t), 1)
+	storetest.RunLostReply(t, s, proxy.LoseNextReply, false)
 }
 
 // A store that stalls (replies black-holed on open connections) answers

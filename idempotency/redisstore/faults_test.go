@@ -102,40 +102,17 @@ func post(t *testing.T, url, key string) (int, string) {
 
 // With go-redis's own retries (the default): the claim ran, its
 // reply was lost, go-redis sent it again and got the request's own claim
-// back. That claim is the request's: the handler runs, no 409.
+// back: the handler runs, no 409.
 func TestClaimReplyLostRetriedByClient(t *testing.T) {
 	s, proxy := proxied(t, 3)
-	c := &charge{}
-	url := serveStore(t, s, c, time.Minute)
-	proxy.LoseNextReply()
-	if code, body := post(t, url, "lost-1"); code != 201 {
-		t.Fatalf("%d %s, want 201: the resent claim is the request's own", code, body)
-	}
-	if code, _ := post(t, url, "lost-1"); code != 201 || c.n.Load() != 1 {
-		t.Fatalf("retry: %d, %d charges; want a replay and 1 charge", code, c.n.Load())
-	}
+	storetest.RunLostReply(t, s, proxy.LoseNextReply, true)
 }
 
 // With go-redis retries off: 503, and the claim is released, so the
-// retry runs without waiting for LockTimeout (a minute). The release runs
-// after the answer, within StoreTimeout: a retry that comes before it is
-// told 409, in progress, as a client that retries at once would be.
+// retry runs without waiting for LockTimeout.
 func TestClaimReplyLostNoClientRetries(t *testing.T) {
 	s, proxy := proxied(t, -1)
-	c := &charge{}
-	url := serveStore(t, s, c, time.Minute)
-	proxy.LoseNextReply()
-	if code, body := post(t, url, "lost-2"); code != 503 {
-		t.Fatalf("%d %s, want 503", code, body)
-	}
-	code, body := post(t, url, "lost-2")
-	for deadline := time.Now().Add(5 * time.Second); code == http.StatusConflict && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-		code, body = post(t, url, "lost-2")
-	}
-	if code != 201 || c.n.Load() != 1 {
-		t.Fatalf("retry: %d %s, %d charges; want a fresh 201", code, body, c.n.Load())
-	}
+	storetest.RunLostReply(t, s, proxy.LoseNextReply, false)
 }
 
 // The connection dies under the handler; Complete meets it and is
