@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -115,10 +116,9 @@ func TestRetryNonIdempotentOptIn(t *testing.T) {
 // it fails with a timeout.
 func TestExchangeTimeoutBoundsTheBody(t *testing.T) {
 	release := make(chan struct{})
-	var calls int
+	var calls atomic.Int32 // the handler runs on the server's goroutines
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls++
-		if calls == 1 { // headers late: retried
+		if calls.Add(1) == 1 { // headers late: retried
 			select {
 			case <-release:
 			case <-r.Context().Done():
@@ -146,7 +146,7 @@ func TestExchangeTimeoutBoundsTheBody(t *testing.T) {
 	assert.Equal(t, "first half ", string(got))
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrAttemptTimeout) && os.IsTimeout(err), "%v", err)
-	assert.Equal(t, 2, calls)
+	assert.Equal(t, int32(2), calls.Load())
 }
 
 // A body read within ExchangeTimeout is whole, and closing it stops the
