@@ -16,11 +16,10 @@ import (
 	"github.com/retryhttp/retryhttp/overload"
 )
 
-// ErrPaced is returned, wrapped in a *RetryError with ReasonPaced, when a
-// request would exceed its host's rate-limit quota and the quota comes
-// back only after the Pacer's MaxWait or the context's deadline: the
-// request is not sent.
-var ErrPaced = errors.New("retryhttp: rate limit quota exhausted until its reset")
+// errPaced is what a *RetryError with ReasonPaced wraps: the request
+// would exceed its host's rate-limit quota, which comes back only after
+// the Pacer's MaxWait or the context's deadline, and was not sent.
+var errPaced = errors.New("retryhttp: rate limit quota exhausted until its reset")
 
 // Pacer spreads the requests to each host over the rate-limit window the
 // host announces, so that they stay within its quota instead of meeting
@@ -31,7 +30,8 @@ var ErrPaced = errors.New("retryhttp: rate limit quota exhausted until its reset
 // window resets, and sends the next request no sooner than the time left
 // over the requests left allows. A request that finds the quota spent is
 // held until the reset, and one whose wait would pass MaxWait or its
-// context's deadline ends at once with ErrPaced, nothing sent. Critical
+// context's deadline ends at once, nothing sent: a *RetryError with
+// ReasonPaced. Critical
 // requests (overload.WithPriority) are not spread: they take the next
 // request left at once, and are held only when none is.
 //
@@ -41,48 +41,36 @@ var ErrPaced = errors.New("retryhttp: rate limit quota exhausted until its reset
 // its first 429). Set Transport.Pacer;
 // share one Pacer between the Transports that call one API with one
 // quota. It keeps up to 4096 hosts, forgetting first those that sent no
-// rate-limit header. The zero Pacer paces with the default options. It is
-// safe for concurrent use.
+// rate-limit header. The zero Pacer is ready to use, as a Hedging is: no
+// constructor, its fields its options. It is safe for concurrent use
+// once in use; set its fields before.
 type Pacer struct {
-	opts   PacerOptions
+	// MaxWait is the longest a request is held for its quota; one that
+	// would wait longer ends with ReasonPaced. 0 (or less) means 30 s.
+	MaxWait time.Duration
+	// Logger is told, once, of a rate-limit header whose value is out of
+	// range (negative, unparsable, or a reset past a day), which the
+	// Pacer then ignores or caps. nil means slog.Default().
+	Logger *slog.Logger
+
 	mu     sync.Mutex
 	hosts  map[string]*hostPace
 	warned atomic.Bool // a header value out of range was logged
 }
 
-// PacerOptions configure a Pacer.
-type PacerOptions struct {
-	// MaxWait is the longest a request is held for its quota; one that
-	// would wait longer ends with ErrPaced. 0 means DefaultPacerMaxWait.
-	MaxWait time.Duration
-	// Logger is told, once, of a rate-limit header whose value is out of
-	// range (negative, unparsable, or a reset past MaxWindow), which the
-	// Pacer then ignores or caps. nil means slog.Default().
-	Logger *slog.Logger
-}
-
-// Defaults of PacerOptions.
 const (
-	DefaultPacerMaxWait = 30 * time.Second
+	// defaultPacerMaxWait is Pacer.MaxWait's zero value.
+	defaultPacerMaxWait = 30 * time.Second
 	// maxWindow caps a reset a host announces: a window longer than a
 	// day is read as a day.
 	maxWindow = 24 * time.Hour
 )
 
-// NewPacer returns a Pacer with the given options, or an error that names
-// the first invalid one.
-func NewPacer(o PacerOptions) (*Pacer, error) {
-	if o.MaxWait < 0 {
-		return nil, fmt.Errorf("retryhttp: NewPacer: MaxWait %v is negative", o.MaxWait)
-	}
-	return &Pacer{opts: o}, nil
-}
-
 func (p *Pacer) maxWait() time.Duration {
-	if p.opts.MaxWait > 0 {
-		return p.opts.MaxWait
+	if p.MaxWait > 0 {
+		return p.MaxWait
 	}
-	return DefaultPacerMaxWait
+	return defaultPacerMaxWait
 }
 
 // host returns u's host's pace, made on first use.
@@ -174,7 +162,7 @@ func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason,
 				h.remaining++
 			}
 			h.mu.Unlock()
-			return ReasonPaced, fmt.Errorf("%w: next request in %v", ErrPaced, wait.Round(time.Millisecond))
+			return ReasonPaced, fmt.Errorf("%w: next request in %v", errPaced, wait.Round(time.Millisecond))
 		}
 	}
 	h.mu.Unlock()
@@ -242,7 +230,7 @@ func (h *hostPace) report(resp *http.Response, seq int64) {
 	}
 	h.seen.Store(true)
 	if q.bad && h.pacer.warned.CompareAndSwap(false, true) {
-		logger := h.pacer.opts.Logger
+		logger := h.pacer.Logger
 		if logger == nil {
 			logger = slog.Default()
 		}

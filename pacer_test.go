@@ -76,6 +76,13 @@ func (s *quotaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	time.Sleep(2 * time.Millisecond)
 }
 
+// isPaced reports whether err is a Pacer's refusal: a *RetryError with
+// ReasonPaced that wraps errPaced.
+func isPaced(err error) bool {
+	var re *RetryError
+	return errors.As(err, &re) && re.Reason == ReasonPaced && errors.Is(err, errPaced)
+}
+
 // handlerBase sends a request to a handler in the same process.
 type handlerBase struct{ h http.Handler }
 
@@ -110,7 +117,7 @@ func offer(t *testing.T, s *quotaServer, pacer *Pacer, factor, windows int) (ser
 					resp, err := client.Do(req)
 					cancel()
 					switch {
-					case errors.Is(err, ErrPaced):
+					case isPaced(err):
 						pacedN.Add(1)
 					case err == nil:
 						resp.Body.Close()
@@ -148,10 +155,7 @@ func TestPacerKeepsWithinQuota(t *testing.T) {
 					uServed, uRejected, _ = offer(t, unpaced, nil, 3, windows)
 				}
 				s := &quotaServer{n: q.n, window: q.window, dialect: dialect}
-				pacer, err := NewPacer(PacerOptions{MaxWait: q.window + time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
+				pacer := &Pacer{MaxWait: q.window + time.Second}
 				served, rejected, paced := offer(t, s, pacer, 3, windows)
 				quota := int64(q.n * windows)
 				if uServed >= 0 {
@@ -171,7 +175,7 @@ func TestPacerKeepsWithinQuota(t *testing.T) {
 }
 
 // A request that would wait for the quota past MaxWait, or past its
-// deadline, ends at once with ErrPaced and ReasonPaced, nothing sent; a
+// deadline, ends at once with ReasonPaced, nothing sent; a
 // critical one is not spread but waits like the rest for a spent quota.
 func TestPacerRefusesPastMaxWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -184,7 +188,7 @@ func TestPacerRefusesPastMaxWait(t *testing.T) {
 			h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
 			return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: r}, nil
 		})
-		pacer, _ := NewPacer(PacerOptions{MaxWait: 5 * time.Second})
+		pacer := &Pacer{MaxWait: 5 * time.Second}
 		tr := &Transport{Base: base, Pacer: pacer, Logger: slog.New(slog.DiscardHandler)}
 		get := func(ctx context.Context) error {
 			req, _ := http.NewRequestWithContext(ctx, "GET", "http://api.test/", nil)
@@ -199,14 +203,14 @@ func TestPacerRefusesPastMaxWait(t *testing.T) {
 		start := time.Now()
 		err := get(context.Background())
 		var re *RetryError
-		if !errors.Is(err, ErrPaced) || !errors.As(err, &re) || re.Reason != ReasonPaced || sent.Load() != 1 || time.Since(start) != 0 {
-			t.Fatalf("a request past MaxWait: %v after %v, %d sent; want ErrPaced at once, nothing sent", err, time.Since(start), sent.Load())
+		if !isPaced(err) || !errors.As(err, &re) || re.Reason != ReasonPaced || sent.Load() != 1 || time.Since(start) != 0 {
+			t.Fatalf("a request past MaxWait: %v after %v, %d sent; want ReasonPaced at once, nothing sent", err, time.Since(start), sent.Load())
 		}
-		pacer.opts.MaxWait = time.Minute
+		pacer.MaxWait = time.Minute
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		if err := get(ctx); !errors.Is(err, ErrPaced) || sent.Load() != 1 {
-			t.Fatalf("a request whose deadline is before the reset: %v, %d sent; want ErrPaced, nothing sent", err, sent.Load())
+		if err := get(ctx); !isPaced(err) || sent.Load() != 1 {
+			t.Fatalf("a request whose deadline is before the reset: %v, %d sent; want ReasonPaced, nothing sent", err, sent.Load())
 		}
 		crit := overload.WithPriority(context.Background(), overload.Critical)
 		if err := get(crit); err != nil || time.Since(start) < 10*time.Second-time.Second || sent.Load() != 2 {
@@ -226,7 +230,7 @@ func TestPacerCriticalGoesFirst(t *testing.T) {
 			h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
 			return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: r}, nil
 		})
-		pacer, _ := NewPacer(PacerOptions{})
+		pacer := &Pacer{}
 		tr := &Transport{Base: base, Pacer: pacer}
 		get := func(ctx context.Context) time.Duration {
 			start := time.Now()
@@ -352,7 +356,7 @@ func FuzzReadQuota(f *testing.F) {
 				t.Fatalf("%v: %+v", h, q)
 			}
 			var logged bytes.Buffer
-			p, _ := NewPacer(PacerOptions{MaxWait: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			p := &Pacer{MaxWait: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))}
 			hp := p.host(fuzzURL)
 			hp.seen.Store(true)
 			hp.report(&http.Response{Header: h, Request: &http.Request{URL: fuzzURL}}, hp.admitted.Add(1))
@@ -384,7 +388,7 @@ func TestPacerLiveOnLoopback(t *testing.T) {
 	s.start = time.Now().Truncate(time.Second)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	pacer, _ := NewPacer(PacerOptions{MaxWait: 2 * time.Second})
+	pacer := &Pacer{MaxWait: 2 * time.Second}
 	client := &http.Client{Transport: &Transport{Pacer: pacer, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}}
 	// Start with a window: the quota's count starts with it.
 	time.Sleep(time.Until(s.start.Add(time.Second)))
@@ -420,7 +424,7 @@ func TestPacerLiveOnLoopback(t *testing.T) {
 // A Pacer that meets many hosts keeps a bounded number, the ones that
 // sent rate-limit headers first.
 func TestPacerForgetsHosts(t *testing.T) {
-	p, _ := NewPacer(PacerOptions{})
+	p := &Pacer{}
 	paced, _ := url.Parse("http://paced.test/")
 	p.host(paced).seen.Store(true)
 	for i := range 3 * maxPacedHosts {

@@ -171,8 +171,8 @@ type Transport struct {
 	// Pacer, if set, spreads the requests to each host over the quota its
 	// rate-limit headers announce, and holds one that would exceed it
 	// until the window resets (see Pacer): one whose wait would pass the
-	// Pacer's MaxWait or the context's deadline ends with ErrPaced,
-	// nothing sent (a give-up with ReasonPaced). nil means no pacing.
+	// Pacer's MaxWait or the context's deadline ends at once, nothing
+	// sent (a give-up with ReasonPaced). nil means no pacing.
 	Pacer *Pacer
 
 	// Hooks are told of each retry decision, each stacked retry, each

@@ -101,7 +101,7 @@ func Libs() []Lib {
 			// what pacing costs where it has nothing to pace.
 			return &retryhttp.Transport{Base: base, Policy: noWait, Logger: silent, Budget: must(retryhttp.NewBudget(retryhttp.BudgetOptions{})),
 				Breaker: must(retryhttp.NewBreaker(retryhttp.BreakerOptions{})),
-				Pacer:   must(retryhttp.NewPacer(retryhttp.PacerOptions{})),
+				Pacer:   &retryhttp.Pacer{},
 				Hooks:   []retryhttp.Hook{must(retryhttp.NewMetrics(prometheus.NewRegistry(), retryhttp.MetricsOptions{}))}}
 		}},
 		{"go-retryablehttp", func(base http.RoundTripper) http.RoundTripper {

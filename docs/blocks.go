@@ -214,13 +214,10 @@ func migrating3_2() {
 // client.md, block 1
 func client1_0() {
 	var ctx context.Context
-	pacer, err := retryhttp.NewPacer(retryhttp.PacerOptions{}) // share it between the clients of one API key
-	if err != nil {
-	}
+	pacer := &retryhttp.Pacer{} // share it between the clients of one API key; MaxWait 30 s
 	client := &http.Client{Transport: &retryhttp.Transport{Pacer: pacer}}
 	_ = ctx
 	_ = pacer
-	_ = err
 	_ = client
 }
 
