@@ -193,6 +193,20 @@ const (
 	releaseCond  = "#st = :f AND #ow = :ow"
 )
 
+// The updates, and the names each operation's expressions use, made
+// once: the SDK only reads them.
+const (
+	extendUpdate   = "SET #exp = :exp, #ttl = :ttl"
+	completeUpdate = "SET #st = :d, #exp = :exp, #ttl = :ttl, #status = :status, #hdr = :hdr, #tl = :tl"
+)
+
+var (
+	claimNames    = namesFor(claimCond)
+	extendNames   = namesFor(extendUpdate, ownLiveCond)
+	completeNames = namesFor(completeUpdate, "#body", completeCond)
+	releaseNames  = namesFor(releaseCond)
+)
+
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
@@ -231,7 +245,7 @@ func (s *Store) Claim(ctx context.Context, p idempotency.ClaimParams) (*idempote
 				expiresAttr: num(ms), ttlAttr: num(secs),
 			},
 			ConditionExpression:                 aws.String(claimCond),
-			ExpressionAttributeNames:            namesFor(claimCond),
+			ExpressionAttributeNames:            claimNames,
 			ExpressionAttributeValues:           map[string]types.AttributeValue{":now": num(now.UnixMilli()), ":f": str(inFlight), ":ow": str(p.Owner)},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
@@ -267,8 +281,7 @@ func (s *Store) Claim(ctx context.Context, p idempotency.ClaimParams) (*idempote
 func (s *Store) Extend(ctx context.Context, p idempotency.ExtendParams) error {
 	now := time.Now()
 	ms, secs := expiry(now, p.Lock)
-	const update = "SET #exp = :exp, #ttl = :ttl"
-	err := s.update(ctx, p.Key, update, ownLiveCond, map[string]types.AttributeValue{
+	err := s.update(ctx, p.Key, extendUpdate, ownLiveCond, extendNames, map[string]types.AttributeValue{
 		":exp": num(ms), ":ttl": num(secs), ":now": num(now.UnixMilli()), ":f": str(inFlight), ":ow": str(p.Owner),
 	})
 	return s.owned("extend", err)
@@ -298,14 +311,13 @@ func (s *Store) Complete(ctx context.Context, p idempotency.CompleteParams) erro
 		":hdr": str(string(header)), ":tl": &types.AttributeValueMemberBOOL{Value: tooLarge},
 		":now": num(now.UnixMilli()), ":f": str(inFlight), ":ow": str(p.Owner),
 	}
-	update := "SET #st = :d, #exp = :exp, #ttl = :ttl, #status = :status, #hdr = :hdr, #tl = :tl"
+	update := completeUpdate + ", #body = :body"
 	if len(body) > 0 {
-		update += ", #body = :body"
 		values[":body"] = &types.AttributeValueMemberB{Value: body}
 	} else {
-		update += " REMOVE #body"
+		update = completeUpdate + " REMOVE #body"
 	}
-	err := s.update(ctx, p.Key, update, completeCond, values)
+	err := s.update(ctx, p.Key, update, completeCond, completeNames, values)
 	return s.owned("complete", err)
 }
 
@@ -315,7 +327,7 @@ func (s *Store) Release(ctx context.Context, p idempotency.ReleaseParams) error 
 		TableName:                 s.table,
 		Key:                       map[string]types.AttributeValue{keyAttr: str(p.Key)},
 		ConditionExpression:       aws.String(releaseCond),
-		ExpressionAttributeNames:  namesFor(releaseCond),
+		ExpressionAttributeNames:  releaseNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{":f": str(inFlight), ":ow": str(p.Owner)},
 	})
 	var failed *types.ConditionalCheckFailedException
@@ -326,13 +338,13 @@ func (s *Store) Release(ctx context.Context, p idempotency.ReleaseParams) error 
 }
 
 // update runs an UpdateItem of key, conditional on cond.
-func (s *Store) update(ctx context.Context, key, update, cond string, values map[string]types.AttributeValue) error {
+func (s *Store) update(ctx context.Context, key, update, cond string, names map[string]string, values map[string]types.AttributeValue) error {
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 s.table,
 		Key:                       map[string]types.AttributeValue{keyAttr: str(key)},
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  namesFor(update, cond),
+		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
 	return err

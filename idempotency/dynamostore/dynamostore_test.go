@@ -281,3 +281,28 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// With no table named, CreateTable and New both use DefaultTable, and the
+// store works on it.
+func TestDefaultTable(t *testing.T) {
+	srv := dynamotest.Start(t) // a server of its own: DefaultTable is one name for all
+	c := srv.Client()
+	ctx := context.Background()
+	must(t, dynamostore.CreateTable(ctx, c, ""))
+	s, err := dynamostore.New(c, dynamostore.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.Claim(ctx, idempotency.ClaimParams{Key: "k", Fingerprint: "fp", Owner: "o", Lock: time.Minute}); err != nil || rec != nil {
+		t.Fatal(rec, err)
+	}
+	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(dynamostore.DefaultTable)})
+	if err != nil || aws.ToInt64(out.Table.ItemCount) > 1 {
+		t.Fatalf("DefaultTable: %v", err)
+	}
+	got, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(dynamostore.DefaultTable), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "k"}}})
+	if err != nil || got.Item == nil {
+		t.Fatalf("the claim is not in DefaultTable: %v", err)
+	}
+}
