@@ -55,17 +55,17 @@ func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, er
 		}
 		switch {
 		case err == overload.ErrLimited:
-			g.unpace()
+			g.unpace(a.paceSeq)
 			return ReasonLimited, err
 		case err != nil:
-			g.unpace()
+			g.unpace(a.paceSeq)
 			return ReasonCanceled, err
 		}
 	}
 	if g.throttle != nil {
 		if err := g.throttle.allow(g.k, a.at, rand.Float64); err != nil {
 			a.permit.Cancel()
-			g.unpace()
+			g.unpace(a.paceSeq)
 			return ReasonThrottled, err
 		}
 	}
@@ -73,7 +73,7 @@ func (g *gate) allow(ctx context.Context, a *sentAttempt, wait bool) (Reason, er
 		var ok bool
 		if a.ticket, ok = g.circuit.allow(); !ok {
 			a.permit.Cancel()
-			g.unpace()
+			g.unpace(a.paceSeq)
 			return ReasonCircuitOpen, g.circuit.refused()
 		}
 	}
@@ -98,9 +98,9 @@ func (g *gate) report(r *rules, a *sentAttempt) {
 }
 
 // unpace gives the Pacer back a request a later brake refused.
-func (g *gate) unpace() {
+func (g *gate) unpace(seq int64) {
 	if g.pace != nil {
-		g.pace.cancel()
+		g.pace.cancel(seq)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/overload"
 )
 
@@ -34,6 +35,12 @@ var errPaced = errors.New("retryhttp: rate limit quota exhausted until its reset
 // ReasonPaced. Critical
 // requests (overload.WithPriority) are not spread: they take the next
 // request left at once, and are held only when none is.
+//
+// After a window resets, one request goes first and the others wait for
+// its answer (at most a second): the new window's quota is not known.
+// A reset told in whole seconds is read as rounded up until the host
+// proves it rounds down, and the requests left are spread to be sent
+// before it, by up to a second (see docs/client.md).
 //
 // A host that sends no rate-limit header is not paced: each of its
 // responses costs a lookup of one header name, and a host that sends
@@ -86,7 +93,7 @@ func (p *Pacer) host(u *url.URL) *hostPace {
 		if len(p.hosts) >= maxPacedHosts {
 			p.forget()
 		}
-		h = &hostPace{pacer: p, remaining: -1}
+		h = &hostPace{pacer: p}
 		p.hosts[key] = h
 	}
 	return h
@@ -118,114 +125,110 @@ type hostPace struct {
 	pacer *Pacer
 
 	// seen is whether the host has sent a rate-limit header: until it
-	// has, allow does nothing, and report looks for one header name of
-	// quotaNames a response (all of them in a 429). known is whether the
-	// quota is known now (remaining >= 0): while it is not, allow takes
-	// no lock and reads no clock.
-	seen     atomic.Bool
-	known    atomic.Bool
-	admitted atomic.Int64 // admitted so far, once seen: an admission's number
+	// has, allow does nothing (no lock, no clock), and report looks for
+	// one header name of quotaNames a response (all of them in a 429).
+	seen atomic.Bool
 
-	mu        sync.Mutex
-	remaining int64     // requests left in the window; -1: unknown
-	reset     time.Time // when the window resets
-	next      time.Time // the next send a spread request may have
-	newest    int64     // the admission whose response told the quota last
+	mu    sync.Mutex
+	w     pace.Window
+	probe chan struct{} // closed when the probe out is answered; nil when none is
 }
 
 // allow holds the caller until its request may be sent within the
 // quota, or refuses it with ReasonPaced when that is past the Pacer's
-// MaxWait or ctx's deadline (nothing is taken then). A caller that may
-// not wait (a hedge) is refused rather than held.
+// MaxWait or ctx's deadline; seq is then its admission's number, for
+// report. A caller that may not wait (a hedge) is refused rather than
+// held. A request held for a spent quota asks again at the reset; after a
+// reset, one request goes first and the others ask again at its answer
+// (pace.Window.Take).
 func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason, error) {
 	if !h.seen.Load() {
 		return ReasonNone, nil
 	}
-	if !h.known.Load() {
-		*seq = h.admitted.Add(1)
-		return ReasonNone, nil
-	}
-	critical := false
-	if p, ok := overload.PriorityFrom(ctx); ok && p == overload.Critical {
-		critical = true
-	}
-	now := time.Now()
-	h.mu.Lock()
-	wait, took := h.take(now, critical)
-	if wait > 0 {
-		limit := h.pacer.maxWait()
+	var start time.Time
+	for {
+		now := time.Now()
+		if start.IsZero() {
+			start = now
+		}
+		limit := h.pacer.maxWait() - now.Sub(start)
 		if d, ok := ctx.Deadline(); ok {
 			limit = min(limit, d.Sub(now))
 		}
-		if !mayWait || wait > limit {
-			if took {
-				h.remaining++
-			}
-			h.mu.Unlock()
-			return ReasonPaced, fmt.Errorf("%w: next request in %v", errPaced, wait.Round(time.Millisecond))
+		if !mayWait {
+			limit = 0
 		}
-	}
-	h.mu.Unlock()
-	*seq = h.admitted.Add(1)
-	if wait <= 0 {
-		return ReasonNone, nil
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return ReasonNone, nil
-	case <-ctx.Done():
-		h.cancel()
-		return ReasonCanceled, ctx.Err()
-	}
-}
-
-// cancel gives back an admitted request that was not sent.
-func (h *hostPace) cancel() {
-	if h.known.Load() {
+		p, _ := overload.PriorityFrom(ctx)
 		h.mu.Lock()
-		if h.remaining >= 0 {
-			h.remaining++
+		t, ok := h.w.Take(now, p == overload.Critical, limit)
+		var probe chan struct{}
+		if h.w.Probing() {
+			if h.probe == nil {
+				h.probe = make(chan struct{})
+			}
+			if t.Held {
+				probe = h.probe
+			}
 		}
 		h.mu.Unlock()
+		if !ok {
+			return ReasonPaced, fmt.Errorf("%w: next request in %v", errPaced, t.Wait.Round(time.Millisecond))
+		}
+		*seq = t.Seq
+		if t.Wait > 0 {
+			timer := time.NewTimer(t.Wait)
+			select {
+			case <-timer.C:
+			case <-probe: // nil unless held for the probe
+			case <-ctx.Done():
+				timer.Stop()
+				h.answer(t.Seq, false)
+				return ReasonCanceled, ctx.Err()
+			}
+			timer.Stop()
+		}
+		if !t.Held {
+			return ReasonNone, nil
+		}
 	}
 }
 
-// take reserves a request of the quota at now and returns how long it
-// must wait for it, and whether it took one of the requests left (a
-// request held for a spent quota takes none); h.mu is held.
-func (h *hostPace) take(now time.Time, critical bool) (time.Duration, bool) {
-	if h.remaining < 0 || !now.Before(h.reset) {
-		h.remaining, h.next = -1, time.Time{} // unknown, or a new window: the next response says
-		h.known.Store(false)
-		return 0, false
+// cancel gives back an admitted request that a later brake refused.
+func (h *hostPace) cancel(seq int64) { h.answer(seq, true) }
+
+// answer tells the window that admission seq ended without a word on
+// the quota; given, that it was not sent after all.
+func (h *hostPace) answer(seq int64, given bool) {
+	if seq <= 0 {
+		return
 	}
-	if h.remaining == 0 {
-		return h.reset.Sub(now), false // held until the window resets
+	h.mu.Lock()
+	h.w.Answer(seq, given)
+	h.wake()
+	h.mu.Unlock()
+}
+
+// wake lets the requests held for a probe go once it is answered; h.mu
+// is held.
+func (h *hostPace) wake() {
+	if h.probe != nil && !h.w.Probing() {
+		close(h.probe)
+		h.probe = nil
 	}
-	slot := now
-	if !critical && h.next.After(now) {
-		slot = h.next
-	}
-	h.next = slot.Add(h.reset.Sub(slot) / time.Duration(h.remaining))
-	h.remaining--
-	return slot.Sub(now), true
 }
 
 // report reads the quota from the response to admission seq (resp nil:
-// the request failed, and says nothing of the quota). What the response
-// says was left when the server answered it; the requests admitted since
-// are not in it, and are taken off. The response to the latest admission
-// tells the most, and an older one's is ignored.
+// the request failed, and says nothing of the quota).
 func (h *hostPace) report(resp *http.Response, seq int64) {
 	if resp == nil || !h.seen.Load() && resp.StatusCode != http.StatusTooManyRequests &&
 		field(resp.Header, quotaNames[rand.Uint32N(uint32(len(quotaNames)))]) == "" {
+		h.answer(seq, false)
 		return
 	}
 	var now time.Time
 	q, ok := readQuota(resp.Header, &now)
 	if !ok {
+		h.answer(seq, false)
 		return
 	}
 	h.seen.Store(true)
@@ -237,31 +240,13 @@ func (h *hostPace) report(resp *http.Response, seq int64) {
 		logger.Warn("retryhttp: a rate-limit header out of range was ignored or capped", "host", resp.Request.URL.Host)
 	}
 	if q.bad && q.reset == 0 && q.remaining == 0 {
-		return // nothing usable
+		h.answer(seq, false) // nothing usable
+		return
 	}
-	left := max(0, q.remaining-(h.admitted.Load()-seq))
-	reset := now.Add(q.reset)
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if seq < h.newest {
-		return // a later admission's response has told more
-	}
-	h.newest = seq
-	if h.remaining >= 0 && now.Before(h.reset) && h.reset.Sub(reset).Abs() <= time.Second {
-		// The same window. A reset in whole seconds is rounded up, so the
-		// earliest it is said to be is the nearest the truth.
-		h.remaining, h.reset = left, minTime(h.reset, reset)
-	} else {
-		h.remaining, h.reset, h.next = left, reset, time.Time{}
-	}
-	h.known.Store(true)
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
+	h.w.Tell(now, seq, pace.Quota{Remaining: q.remaining, Reset: now.Add(q.reset), Coarse: q.coarse})
+	h.wake()
+	h.mu.Unlock()
 }
 
 // quotaNames are the headers that open each dialect readQuota reads.
@@ -276,6 +261,7 @@ var quotaNames = [...]string{"Ratelimit", "Ratelimit-Remaining", "X-Ratelimit-Re
 type quota struct {
 	remaining int64
 	reset     time.Duration
+	coarse    bool // the reset was told in whole seconds (rounded up, it may be a second late)
 	bad       bool // a value was out of range: ignored or capped
 }
 
@@ -334,7 +320,7 @@ func parseQuota(remaining, reset string, durations bool, now time.Time) (quota, 
 		if !ok {
 			return quota{bad: true}, true
 		}
-		q.reset = d
+		q.reset, q.coarse = d, true
 	}
 	return q.capped(), true
 }
@@ -349,7 +335,7 @@ func parseQuotaField(v string) (quota, bool) {
 		if r < 0 || t < 0 {
 			continue
 		}
-		q := quota{remaining: int64(min(r, 1<<62)), reset: seconds(t)}
+		q := quota{remaining: int64(min(r, 1<<62)), reset: seconds(t), coarse: true}
 		if !found || q.rate() < best.rate() {
 			bad := best.bad
 			best, found = q, true

@@ -259,7 +259,11 @@ func learn(t *testing.T, p *Pacer, host string, get func(context.Context) error)
 	t.Helper()
 	u, _ := url.Parse(host)
 	for range 100 {
-		if p.host(u).known.Load() {
+		h := p.host(u)
+		h.mu.Lock()
+		known := h.w.Known()
+		h.mu.Unlock()
+		if known {
 			return
 		}
 		if err := get(context.Background()); err != nil {
@@ -359,7 +363,7 @@ func FuzzReadQuota(f *testing.F) {
 			p := &Pacer{MaxWait: time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))}
 			hp := p.host(fuzzURL)
 			hp.seen.Store(true)
-			hp.report(&http.Response{Header: h, Request: &http.Request{URL: fuzzURL}}, hp.admitted.Add(1))
+			hp.report(&http.Response{Header: h, Request: &http.Request{URL: fuzzURL}}, 0)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // a wait would end at once: only its length is checked
 			start := time.Now()

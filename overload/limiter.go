@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/backlog"
 	"github.com/retryhttp/retryhttp/internal/gradient"
 )
 
@@ -271,7 +272,7 @@ type Limit struct {
 	// horizon is when the handler will have served the requests a
 	// Shedder shed so far: the critical ones, and the others (see
 	// retryAfter).
-	horizon [2]time.Time
+	horizon [2]backlog.Horizon
 }
 
 // admitOne is what an admission adds to Limit.slots; releaseOne, what a

@@ -2,12 +2,12 @@ package overload
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/backlog"
 	"github.com/retryhttp/retryhttp/internal/gradient"
 )
 
@@ -127,48 +127,23 @@ func share(p Priority) int64 {
 }
 
 // retryAfter is the wait a shed request of priority p is told, in whole
-// seconds: when the handler will have served the requests shed before it.
-// The handler serves the limit each latency of its last round (Little's
-// law). Each shed request takes the next place after the horizon of the
-// requests shed before it, one step of the time the handler takes to
-// serve it: a sheddable request counts twice (it is admitted only below
-// half the limit), and a critical one has a horizon of its own (it is
-// admitted before any other). Their retries then come back spread at
-// about the rate they can be served, instead of together a second later
-// into the same overload. The seconds are rounded down after adding a
-// uniform fraction, so that a request's expected wait is its place, and
-// those told the same second do not return in step. At least 1
-// (Retry-After has no finer unit) and at most maxRetryAfter.
+// seconds: when the handler will have served the requests shed before it
+// ([backlog.Horizon]). The handler serves the limit each latency of its
+// last round (Little's law). Each shed request takes the next place after
+// the horizon of the requests shed before it, one step of the time the
+// handler takes to serve it: a sheddable request counts twice (it is
+// admitted only below half the limit), and a critical one has a horizon
+// of its own (it is admitted before any other). Their retries then come
+// back spread at about the rate they can be served, instead of together a
+// second later into the same overload.
 func (lim *Limit) retryAfter(p Priority) int {
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
-	now := time.Now()
-	// The time the handler takes to serve one request of p at the
-	// share of the limit p is admitted under, at half its capacity: at
-	// full capacity, arrivals that are not evenly spaced find the share
-	// taken often enough to be shed again.
 	limit := max(1, lim.limit.Load())
+	h := &lim.horizon[1]
 	if p != Critical {
 		limit = max(1, limit*share(p)/100)
+		h = &lim.horizon[0]
 	}
-	step := 5 * lim.g.Latency() / time.Duration(2*limit)
-	h := &lim.horizon[0]
-	if p == Critical {
-		h = &lim.horizon[1]
-	}
-	if h.Before(now) {
-		*h = now
-	}
-	if h.Sub(now) < maxRetryAfter {
-		*h = h.Add(step)
-	}
-	// Spread uniformly over half to one and a half times its place: the
-	// requests shed in one instant come back over a window as long as
-	// their wait, not in a clump a whole number of seconds later.
-	wait := h.Sub(now).Seconds()*(0.5+rand.Float64()) + rand.Float64()
-	return int(min(maxRetryAfter.Seconds(), max(1, math.Floor(wait))))
+	return h.Wait(time.Now(), backlog.Step(lim.g.Latency(), limit), rand.Float64(), rand.Float64())
 }
-
-// maxRetryAfter bounds the wait a shed request is told, however long the
-// backlog.
-const maxRetryAfter = time.Minute

@@ -312,7 +312,48 @@ func reproduceRows(seed uint64) reproduction {
 			tol: tolerance{lo: ours, hi: budgetBound(sc, 5.0/14)}},
 		row{source: srcOurs, figure: "the same: requests served, the AWS values' over ours", published: 1, said: "about the same",
 			ours: servedRatio, unit: "x", tol: tolerance{rel: 0.05}})
+	rep.rows = append(rep.rows, backpressureRows(seed)...)
 	return rep
+}
+
+// backpressureRows are the Pacer's and the Shedder's measured
+// Retry-After. No source publishes them: each row states the bar it is
+// held to.
+func backpressureRows(seed uint64) []row {
+	pct := func(a, b int) float64 { return 100 * float64(a) / float64(max(1, b)) }
+	qc := quotaConfig{quota: 100, window: 10 * time.Second, clients: 8, offered: 3, windows: 20, phase: 300 * time.Millisecond}
+	unpaced := runQuota(qc, seed)
+	qc.paced = true
+	paced := runQuota(qc, seed)
+	const quotaFig = "a quota of 100 a 10 s window, 8 clients offering 3x"
+	sc := shedConfig{limit: 8, latency: 40 * time.Millisecond, factor: 3, burst: 2 * time.Second, fixed: true}
+	fixed := runShed(sc, seed)
+	sc.fixed = false
+	measured := runShed(sc, seed)
+	fixedReshed := pct(fixed.reshed, fixed.retries)
+	const shedFig = "a Shedder serving 200/s offered 600/s for 2 s, retried after Retry-After"
+	return []row{
+		{source: srcOurs, figure: quotaFig + ", no pacing: 429s of those sent", said: "2 in 3: all past the quota",
+			ours: pct(unpaced.tooMany, unpaced.sent), unit: "%", tol: tolerance{lo: 60, hi: 70}},
+		{source: srcOurs, figure: "the same through a Pacer: 429s of those sent", said: "at most 1%",
+			ours: pct(paced.tooMany, paced.sent), unit: "%", tol: tolerance{lo: 0, hi: 1}},
+		{source: srcOurs, figure: "the same through a Pacer: served, of the quota", said: "at least 95%",
+			ours: pct(paced.served, qc.quota*qc.windows), unit: "%", tol: tolerance{lo: 95, hi: 100}},
+		{source: srcOurs, figure: shedFig + ": 1 s: retries shed again", said: "most",
+			ours: fixedReshed, unit: "%", tol: tolerance{lo: 50, hi: 100}},
+		{source: srcOurs, figure: "the same, Retry-After measured: retries shed again", said: "at most half as often",
+			ours: pct(measured.reshed, measured.retries), unit: "%", tol: tolerance{lo: 0, hi: fixedReshed / 2}},
+		{source: srcOurs, figure: "the same, measured: critical served at the first attempt", said: fmt.Sprintf("as with 1 s: %.0f%%", pct(fixed.criticalFirst, fixed.critical)),
+			ours: pct(measured.criticalFirst, measured.critical), unit: "%", tol: tolerance{lo: pct(fixed.criticalFirst, fixed.critical) - 1, hi: 100}},
+		{source: srcOurs, figure: "the same: served in 8 attempts, 1 s", said: "fewer: the rest give up",
+			ours: pct(fixed.served, fixed.requests), unit: "%", tol: tolerance{lo: 0, hi: 100}},
+		{source: srcOurs, figure: "the same: served in 8 attempts, measured", said: "all",
+			ours: pct(measured.served, measured.requests), unit: "%", tol: tolerance{lo: 99, hi: 100}},
+		{source: srcOurs, figure: "the same: last shed, 1 s", said: "while the retries last",
+			ours: fixed.lastShed.Seconds(), unit: "s", tol: tolerance{lo: 2, hi: 20}},
+		{source: srcOurs, figure: "the same: last shed, measured", said: "later: the retries spread over the backlog",
+			ours: measured.lastShed.Seconds(), unit: "s", tol: tolerance{lo: 2, hi: 60}},
+	}
 }
 
 // reproduce prints the table for each seed and writes the charts of the

@@ -69,15 +69,16 @@ func (l *clientLimit) settle(c *simClient, t time.Duration, drop bool) {
 // shedder is an overload.Shedder in virtual time: the same limit, fed the
 // latency of each request it admitted, from its arrival to its reply, and
 // the same admission of a Default request (below ShareDefault of the
-// limit). A shed request is answered 503 with Retry-After: 1 at once.
+// limit). A shed request is answered 503 with shedRetryAfter at once.
 type shedder struct {
 	g        gradient.Limit
 	inflight int
 	shed     int
 }
 
-// shedRetryAfter is the Retry-After of a shed request: the Shedder's 1 s
-// floor, what it says while the latency is below a second.
+// shedRetryAfter is the Retry-After of a shed request in these
+// scenarios: 1 s, the Shedder's least and the common fixed answer; its
+// measured wait is compared with it in backpressure.go.
 const shedRetryAfter = time.Second
 
 type simClient struct {
