@@ -73,6 +73,9 @@ type quotaConfig struct {
 	paced   bool
 	phase   time.Duration // where in a second the windows end
 	floor   bool          // the reset is told rounded down, not up
+	// processes is how many Pacers the clients are spread over (0: one),
+	// as replicas that share one API key pace each on its own responses.
+	processes int
 }
 
 // quotaRun is what the clients of a quotaRun saw.
@@ -99,10 +102,10 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 	var (
 		q       timed
 		run     quotaRun
-		w       pace.Window
+		ws      = make([]pace.Window, max(1, c.processes))
 		current = -1 // the server's window
 		used    int
-		held    []func(time.Duration) // clients held for a probe
+		held    = make([][]func(time.Duration), len(ws)) // clients held for a probe, by Pacer
 	)
 	// serve is the server: the request's window, its count, the answer.
 	serve := func(at time.Duration) (ok bool, remaining int, reset time.Time) {
@@ -121,17 +124,19 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 		return ok, c.quota - used, time.Unix(int64(round(float64(end.UnixNano())/1e9)), 0)
 	}
 	// wake lets the clients held for a probe ask again once it is answered.
-	wake := func(at time.Duration) {
-		if w.Probing() {
+	wake := func(at time.Duration, p int) {
+		if ws[p].Probing() {
 			return
 		}
-		for _, f := range held {
+		for _, f := range held[p] {
 			q.at(at, f)
 		}
-		held = held[:0]
+		held[p] = held[p][:0]
 	}
 	var offer func(client int, due time.Duration) func(time.Duration)
 	offer = func(client int, due time.Duration) func(time.Duration) {
+		p := client % len(ws)
+		w := &ws[p]
 		return func(at time.Duration) {
 			next := max(at, due+gap)
 			var turn pace.Turn
@@ -153,7 +158,7 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 						}
 					}
 					if w.Probing() {
-						held = append(held, again)
+						held[p] = append(held[p], again)
 					}
 					q.at(at+turn.Wait, again)
 					return
@@ -170,7 +175,7 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 					}
 					if c.paced {
 						w.Tell(wall(at), turn.Seq, pace.Quota{Remaining: int64(remaining), Reset: reset, Coarse: true})
-						wake(at)
+						wake(at, p)
 					}
 					q.at(max(at, next), offer(client, due+gap))
 				})
