@@ -186,6 +186,18 @@ func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason,
 				return ReasonCanceled, ctx.Err()
 			}
 			timer.Stop()
+			if !t.Held {
+				// Its slot has come: sent if a response read meanwhile
+				// did not show the key's other users took its room.
+				h.mu.Lock()
+				ok = h.w.Confirm(t.Seq)
+				h.wake()
+				h.mu.Unlock()
+				if !ok {
+					*seq = 0
+					continue
+				}
+			}
 		}
 		if !t.Held {
 			return ReasonNone, nil

@@ -137,34 +137,9 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 	offer = func(client int, due time.Duration) func(time.Duration) {
 		p := client % len(ws)
 		w := &ws[p]
-		return func(at time.Duration) {
-			next := max(at, due+gap)
-			var turn pace.Turn
-			if c.paced {
-				var ok bool
-				if turn, ok = w.Take(wall(at), false, quotaMaxWait); !ok {
-					run.refused++
-					q.at(next, offer(client, due+gap))
-					return
-				}
-				if turn.Held {
-					// Asks again after the wait (MaxWait is longer than the
-					// windows here: no wait is refused), or at the probe's answer.
-					asked, ask := false, offer(client, due)
-					again := func(at time.Duration) { // once: at the answer or after the wait, whichever is first
-						if !asked {
-							asked = true
-							ask(at)
-						}
-					}
-					if w.Probing() {
-						held[p] = append(held[p], again)
-					}
-					q.at(at+turn.Wait, again)
-					return
-				}
-			}
-			q.at(at+turn.Wait+oneWay(), func(at time.Duration) {
+		// send sends the client's request at, admitted as seq.
+		send := func(at time.Duration, seq int64, next time.Duration) {
+			q.at(at+oneWay(), func(at time.Duration) {
 				ok, remaining, reset := serve(at)
 				run.sent++
 				q.at(at+oneWay(), func(at time.Duration) {
@@ -174,12 +149,51 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 						run.tooMany++
 					}
 					if c.paced {
-						w.Tell(wall(at), turn.Seq, pace.Quota{Remaining: int64(remaining), Reset: reset, Coarse: true})
+						w.Tell(wall(at), seq, pace.Quota{Remaining: int64(remaining), Reset: reset, Coarse: true})
 						wake(at, p)
 					}
 					q.at(max(at, next), offer(client, due+gap))
 				})
 			})
+		}
+		return func(at time.Duration) {
+			next := max(at, due+gap)
+			if !c.paced {
+				send(at, 0, next)
+				return
+			}
+			turn, ok := w.Take(wall(at), false, quotaMaxWait)
+			switch {
+			case !ok:
+				run.refused++
+				q.at(next, offer(client, due+gap))
+			case turn.Held:
+				// Asks again after the wait (MaxWait is longer than the
+				// windows here: no wait is refused), or at the probe's
+				// answer, whichever is first.
+				asked, ask := false, offer(client, due)
+				again := func(at time.Duration) {
+					if !asked {
+						asked = true
+						ask(at)
+					}
+				}
+				if w.Probing() {
+					held[p] = append(held[p], again)
+				}
+				q.at(at+turn.Wait, again)
+			case turn.Wait > 0:
+				// Sent when its slot comes, if the window still has room.
+				q.at(at+turn.Wait, func(at time.Duration) {
+					if !w.Confirm(turn.Seq) {
+						offer(client, due)(at)
+						return
+					}
+					send(at, turn.Seq, next)
+				})
+			default:
+				send(at, turn.Seq, next)
+			}
 		}
 	}
 	for i := range c.clients {

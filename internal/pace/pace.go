@@ -25,6 +25,7 @@ type Window struct {
 	probeSeq int64     // the probe's admission
 	probeEnd time.Time // when the requests held for it stop waiting for it
 	early    bool      // the host's coarse resets proved early: read a second later
+	over     int64     // requests admitted that the window has no room for: the next to Confirm yield
 }
 
 // probeState is where a window that has reset is in learning its
@@ -47,8 +48,8 @@ const (
 type Turn struct {
 	// Seq is its admission's number, for Tell or Answer; 0 when Held.
 	Seq int64
-	// Wait is how long it waits before it is sent; or, when Held,
-	// before it asks again.
+	// Wait is how long it waits before it is sent (then asking Confirm
+	// first); or, when Held, before it asks again.
 	Wait time.Duration
 	// Held is whether it took nothing and must ask again after Wait: at
 	// the reset of a spent quota, or when the probe it waits for is
@@ -110,6 +111,19 @@ func (w *Window) Take(now time.Time, critical bool, maxWait time.Duration) (t Tu
 func (w *Window) admit() int64 {
 	w.admitted++
 	return w.admitted
+}
+
+// Confirm is asked by a request admitted with a wait when the wait is
+// over, before it is sent: false if a response read meanwhile showed the
+// window has no room for it (the key's other users took it), and then it
+// is answered, and must Take again.
+func (w *Window) Confirm(seq int64) bool {
+	if w.over <= 0 {
+		return true
+	}
+	w.over--
+	w.answer(seq)
+	return false
 }
 
 // Answer records that admission seq ended without telling the quota: it
@@ -192,6 +206,9 @@ func (w *Window) Tell(now time.Time, seq int64, q Quota) {
 		return
 	}
 	w.newest = seq
+	// More admitted since than the server has left: others share the key,
+	// and that many of the requests still waiting for their slot yield.
+	w.over = max(0, w.admitted-seq-q.Remaining)
 	left := max(0, q.Remaining-max(w.admitted-seq, w.admitted-w.answered))
 	by := q.Reset
 	if q.Coarse {

@@ -266,3 +266,36 @@ func TestResetsRoundedDownAreFoundOut(t *testing.T) {
 		t.Errorf("a host rounding up: early %v, reset %v", up.early, up.reset.Sub(t0))
 	}
 }
+
+// A response that shows more admitted since than the server has left
+// (the key's other users took the room) makes that many of the requests
+// still waiting for their slot yield when it comes.
+func TestConfirmYieldsWhatOthersTook(t *testing.T) {
+	w := told(10, 10*time.Second, false)
+	var turns []Turn
+	for range 5 {
+		turn, _ := w.Take(t0, false, time.Hour)
+		turns = append(turns, turn)
+	}
+	// The response to the first of the five: 2 left, with 4 admitted since.
+	w.Tell(t0.Add(10*time.Millisecond), turns[0].Seq, Quota{Remaining: 2, Reset: t0.Add(10 * time.Second)})
+	yielded := 0
+	for _, turn := range turns[1:] {
+		if !w.Confirm(turn.Seq) {
+			yielded++
+		}
+	}
+	if yielded != 2 {
+		t.Errorf("%d of the 4 admitted since yielded, want the 2 the server has no room for", yielded)
+	}
+	if turn, _ := w.Take(t0.Add(20*time.Millisecond), false, time.Hour); !turn.Held {
+		t.Errorf("a request after: %+v, want held for the reset", turn)
+	}
+	alone := told(10, 10*time.Second, false)
+	a, _ := alone.Take(t0, false, time.Hour)
+	b, _ := alone.Take(t0, false, time.Hour)
+	alone.Tell(t0.Add(10*time.Millisecond), a.Seq, Quota{Remaining: 8, Reset: t0.Add(10 * time.Second)})
+	if !alone.Confirm(b.Seq) {
+		t.Error("a request the window has room for yielded")
+	}
+}
