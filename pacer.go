@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/defaults"
 	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/overload"
 )
@@ -66,8 +67,6 @@ type Pacer struct {
 }
 
 const (
-	// defaultPacerMaxWait is Pacer.MaxWait's zero value.
-	defaultPacerMaxWait = 30 * time.Second
 	// maxWindow caps a reset a host announces: a window longer than a
 	// day is read as a day.
 	maxWindow = 24 * time.Hour
@@ -77,7 +76,7 @@ func (p *Pacer) maxWait() time.Duration {
 	if p.MaxWait > 0 {
 		return p.MaxWait
 	}
-	return defaultPacerMaxWait
+	return defaults.PacerMaxWait
 }
 
 // host returns u's host's pace, made on first use.

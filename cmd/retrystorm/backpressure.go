@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/backlog"
+	"github.com/retryhttp/retryhttp/internal/defaults"
 	"github.com/retryhttp/retryhttp/internal/gradient"
 	"github.com/retryhttp/retryhttp/internal/pace"
 )
@@ -82,9 +83,6 @@ type quotaConfig struct {
 type quotaRun struct {
 	sent, served, tooMany, refused int
 }
-
-// quotaMaxWait is Pacer.MaxWait's zero value.
-const quotaMaxWait = 30 * time.Second
 
 // runQuota offers c's load to c's server, through one Pacer shared by the
 // clients when c.paced. The network takes 5 to 15 ms each way, so that
@@ -162,7 +160,7 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 				send(at, 0, next)
 				return
 			}
-			turn, ok := w.Take(wall(at), false, quotaMaxWait)
+			turn, ok := w.Take(wall(at), false, defaults.PacerMaxWait)
 			switch {
 			case !ok:
 				run.refused++

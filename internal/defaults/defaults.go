@@ -1,5 +1,5 @@
 // Package defaults holds the values a zero field of the root package's
-// options take (Policy, BreakerOptions, BudgetOptions, Hedging,
+// options take (Policy, BreakerOptions, BudgetOptions, Hedging, Pacer,
 // ThrottleOptions), in one place, so that the Transport and the storm
 // simulator in cmd/retrystorm run on the same numbers. The reason for each
 // value is in the doc of the field it fills.
@@ -49,3 +49,6 @@ const (
 	// ten already leaves most of a retry storm rejected.
 	ThrottleMinRequests = 20
 )
+
+// Pacer.
+const PacerMaxWait = 30 * time.Second
