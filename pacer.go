@@ -58,12 +58,22 @@ type Pacer struct {
 	MaxWait time.Duration
 	// Logger is told, once, of a rate-limit header whose value is out of
 	// range (negative, unparsable, or a reset past a day), which the
-	// Pacer then ignores or caps. nil means slog.Default().
+	// Pacer then ignores or caps, and, once, of a Store that failed. nil
+	// means slog.Default().
 	Logger *slog.Logger
+	// Store, if set, holds each host's quota for every process whose
+	// Pacer has the same Store: the replicas of a service that call one
+	// API with one key share its quota, each request taking its slot from
+	// the one window they all read and tell (redispacer.Store keeps it in
+	// Redis). nil keeps it in this process. A request the Store fails for
+	// is sent unpaced, as if there were no Pacer, and the failure logged
+	// once: a 429 is then retried as without one.
+	Store PacerStore
 
-	mu     sync.Mutex
-	hosts  map[string]*hostPace
-	warned atomic.Bool // a header value out of range was logged
+	mu          sync.Mutex
+	hosts       map[string]*hostPace
+	warned      atomic.Bool // a header value out of range was logged
+	storeFailed atomic.Bool // a Store's failure was logged
 }
 
 const (
@@ -79,6 +89,13 @@ func (p *Pacer) maxWait() time.Duration {
 	return defaults.PacerMaxWait
 }
 
+func (p *Pacer) logger() *slog.Logger {
+	if p.Logger != nil {
+		return p.Logger
+	}
+	return slog.Default()
+}
+
 // host returns u's host's pace, made on first use.
 func (p *Pacer) host(u *url.URL) *hostPace {
 	key := u.Scheme + "://" + u.Host
@@ -92,7 +109,7 @@ func (p *Pacer) host(u *url.URL) *hostPace {
 		if len(p.hosts) >= maxPacedHosts {
 			p.forget()
 		}
-		h = &hostPace{pacer: p}
+		h = &hostPace{pacer: p, key: key}
 		p.hosts[key] = h
 	}
 	return h
@@ -122,6 +139,7 @@ func (p *Pacer) forget() {
 // hostPace is one host's quota as its responses last told it.
 type hostPace struct {
 	pacer *Pacer
+	key   string // its key in the Pacer's Store: scheme://host
 
 	// seen is whether the host has sent a rate-limit header: until it
 	// has, allow does nothing (no lock, no clock), and report looks for
@@ -129,7 +147,7 @@ type hostPace struct {
 	seen atomic.Bool
 
 	mu    sync.Mutex
-	w     pace.Window
+	w     pace.Window   // the window, unless the Pacer has a Store
 	probe chan struct{} // closed when the probe out is answered; nil when none is
 }
 
@@ -144,6 +162,7 @@ func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason,
 	if !h.seen.Load() {
 		return ReasonNone, nil
 	}
+	p, _ := overload.PriorityFrom(ctx)
 	var start time.Time
 	for {
 		now := time.Now()
@@ -157,23 +176,34 @@ func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason,
 		if !mayWait {
 			limit = 0
 		}
-		p, _ := overload.PriorityFrom(ctx)
-		h.mu.Lock()
-		t, ok := h.w.Take(now, p == overload.Critical, limit)
-		var probe chan struct{}
-		if h.w.Probing() {
-			if h.probe == nil {
-				h.probe = make(chan struct{})
+		var (
+			t       pace.Turn
+			ok      bool
+			probing bool
+			probe   chan struct{}
+		)
+		if !h.update(ctx, func(w *pace.Window) {
+			t, ok = w.Take(now, p == overload.Critical, limit)
+			probing, probe = w.Probing(), nil
+			if probing && h.pacer.Store == nil { // h.mu is held
+				if h.probe == nil {
+					h.probe = make(chan struct{})
+				}
+				if t.Held {
+					probe = h.probe
+				}
 			}
-			if t.Held {
-				probe = h.probe
-			}
+		}) {
+			*seq = 0
+			return h.unstored(ctx)
 		}
-		h.mu.Unlock()
 		if !ok {
 			return ReasonPaced, fmt.Errorf("%w: next request in %v", errPaced, t.Wait.Round(time.Millisecond))
 		}
 		*seq = t.Seq
+		if t.Held && probing && h.pacer.Store != nil {
+			t.Wait = min(t.Wait, pace.StorePoll) // the probe may be answered in another process
+		}
 		if t.Wait > 0 {
 			timer := time.NewTimer(t.Wait)
 			select {
@@ -188,10 +218,10 @@ func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason,
 			if !t.Held {
 				// Its slot has come: sent if a response read meanwhile
 				// did not show the key's other users took its room.
-				h.mu.Lock()
-				ok = h.w.Confirm(t.Seq)
-				h.wake()
-				h.mu.Unlock()
+				if !h.update(ctx, func(w *pace.Window) { ok = w.Confirm(t.Seq) }) {
+					*seq = 0
+					return h.unstored(ctx)
+				}
 				if !ok {
 					*seq = 0
 					continue
@@ -204,6 +234,40 @@ func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason,
 	}
 }
 
+// unstored is allow's answer when the Pacer's Store failed: the request
+// goes unpaced, unless its context is done.
+func (h *hostPace) unstored(ctx context.Context) (Reason, error) {
+	if err := ctx.Err(); err != nil {
+		return ReasonCanceled, err
+	}
+	return ReasonNone, nil
+}
+
+// update applies f to the host's window: under h.mu, or, when the Pacer
+// has a Store, to the window stored there (f may then run more than
+// once, and must only set what it returns). It reports false when the
+// Store failed; the failure is logged once.
+func (h *hostPace) update(ctx context.Context, f func(w *pace.Window)) bool {
+	s := h.pacer.Store
+	if s == nil {
+		h.mu.Lock()
+		f(&h.w)
+		h.wake()
+		h.mu.Unlock()
+		return true
+	}
+	err := s.Update(ctx, h.key, func(state []byte) []byte {
+		var w pace.Window
+		_ = w.Decode(state) // not a Window (none yet, or another version's): the zero Window, which the next response tells
+		f(&w)
+		return w.Append(nil)
+	})
+	if err != nil && ctx.Err() == nil && h.pacer.storeFailed.CompareAndSwap(false, true) {
+		h.pacer.logger().Warn("retryhttp: the Pacer's Store failed; requests go unpaced while it does", "host", h.key, "error", err)
+	}
+	return err == nil
+}
+
 // cancel gives back an admitted request that a later brake refused.
 func (h *hostPace) cancel(seq int64) { h.answer(seq, true) }
 
@@ -213,10 +277,7 @@ func (h *hostPace) answer(seq int64, given bool) {
 	if seq <= 0 {
 		return
 	}
-	h.mu.Lock()
-	h.w.Answer(seq, given)
-	h.wake()
-	h.mu.Unlock()
+	h.update(context.Background(), func(w *pace.Window) { w.Answer(seq, given) })
 }
 
 // wake lets the requests held for a probe go once it is answered; h.mu
@@ -244,20 +305,15 @@ func (h *hostPace) report(resp *http.Response, seq int64) {
 	}
 	h.seen.Store(true)
 	if q.bad && h.pacer.warned.CompareAndSwap(false, true) {
-		logger := h.pacer.Logger
-		if logger == nil {
-			logger = slog.Default()
-		}
-		logger.Warn("retryhttp: a rate-limit header out of range was ignored or capped", "host", resp.Request.URL.Host)
+		h.pacer.logger().Warn("retryhttp: a rate-limit header out of range was ignored or capped", "host", resp.Request.URL.Host)
 	}
 	if q.bad && q.reset == 0 && q.remaining == 0 {
 		h.answer(seq, false) // nothing usable
 		return
 	}
-	h.mu.Lock()
-	h.w.Tell(now, seq, pace.Quota{Remaining: q.remaining, Reset: now.Add(q.reset), Coarse: q.coarse})
-	h.wake()
-	h.mu.Unlock()
+	h.update(context.Background(), func(w *pace.Window) {
+		w.Tell(now, seq, pace.Quota{Remaining: q.remaining, Reset: now.Add(q.reset), Coarse: q.coarse})
+	})
 }
 
 // quotaNames are the headers that open each dialect readQuota reads.

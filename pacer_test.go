@@ -97,15 +97,21 @@ func (b handlerBase) RoundTrip(r *http.Request) (*http.Response, error) {
 // offer runs 8 clients offering factor times the quota, evenly, for
 // windows windows, each sending once (no retries), in virtual time.
 func offer(t *testing.T, s *quotaServer, pacer *Pacer, factor, windows int) (served, rejected, paced int64) {
+	return offerFleet(t, s, []*Pacer{pacer}, factor, windows)
+}
+
+// offerFleet is offer with the clients spread over processes, one a
+// Pacer: client c is process c%len(pacers)'s.
+func offerFleet(t *testing.T, s *quotaServer, pacers []*Pacer, factor, windows int) (served, rejected, paced int64) {
 	synctest.Test(t, func(t *testing.T) {
 		s.start = time.Now().Truncate(time.Second)
-		tr := &Transport{Base: handlerBase{s}, Pacer: pacer, Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}
-		client := &http.Client{Transport: tr}
 		end := s.start.Add(time.Duration(windows) * s.window)
 		every := s.window / time.Duration(s.n*factor/8) // each client's interval
 		var wg sync.WaitGroup
 		var pacedN atomic.Int64
 		for c := range 8 {
+			tr := &Transport{Base: handlerBase{s}, Pacer: pacers[c%len(pacers)], Policy: Policy{MaxAttempts: 1}, Logger: slog.New(slog.DiscardHandler)}
+			client := &http.Client{Transport: tr}
 			wg.Go(func() {
 				time.Sleep(every * time.Duration(c) / 8)
 				for next := time.Now(); next.Before(end); next = next.Add(every) {

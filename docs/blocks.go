@@ -38,6 +38,7 @@ import (
 	"github.com/retryhttp/retryhttp/queue/rabbitmq"
 	"github.com/retryhttp/retryhttp/queue/riverjob"
 	"github.com/retryhttp/retryhttp/queue/sqs"
+	"github.com/retryhttp/retryhttp/redispacer"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -223,6 +224,23 @@ func client1_0() {
 
 // client.md, block 2
 func client2_0() {
+	var ctx context.Context
+	var addr string
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	store, err := redispacer.New(rdb, redispacer.Options{}) // module github.com/retryhttp/retryhttp/redispacer
+	if err != nil {
+	}
+	pacer := &retryhttp.Pacer{Store: store} // in every process that uses the API key
+	_ = ctx
+	_ = addr
+	_ = rdb
+	_ = store
+	_ = err
+	_ = pacer
+}
+
+// client.md, block 3
+func client3_0() {
 	reg := prometheus.NewRegistry()                                       // yours; nothing touches the global registry
 	metrics, err := retryhttp.NewMetrics(reg, retryhttp.MetricsOptions{}) // serve reg with promhttp.HandlerFor
 	if err != nil {
@@ -250,8 +268,8 @@ func client2_0() {
 	_ = client
 }
 
-// client.md, block 3
-func client3_0() {
+// client.md, block 4
+func client4_0() {
 	budget, err := retryhttp.NewBudget(retryhttp.BudgetOptions{
 		ThrottleCost: 5.0 / 14, // the retry quota charges 5 for a throttled retry, 14 for a failed one
 	})

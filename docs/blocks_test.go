@@ -44,6 +44,7 @@ var imports = map[string]string{
 	"overload":      "github.com/retryhttp/retryhttp/overload",
 	"retryhttptest": "github.com/retryhttp/retryhttp/retryhttptest",
 	"redisstore":    "github.com/retryhttp/retryhttp/idempotency/redisstore",
+	"redispacer":    "github.com/retryhttp/retryhttp/redispacer",
 	"pgstore":       "github.com/retryhttp/retryhttp/idempotency/pgstore",
 	"mysqlstore":    "github.com/retryhttp/retryhttp/idempotency/mysqlstore",
 	"sql":           "database/sql",

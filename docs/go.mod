@@ -17,6 +17,7 @@ replace (
 	github.com/retryhttp/retryhttp/queue/rabbitmq => ../queue/rabbitmq
 	github.com/retryhttp/retryhttp/queue/riverjob => ../queue/riverjob
 	github.com/retryhttp/retryhttp/queue/sqs => ../queue/sqs
+	github.com/retryhttp/retryhttp/redispacer => ../redispacer
 )
 
 require (
@@ -46,6 +47,7 @@ require (
 	github.com/retryhttp/retryhttp/queue/rabbitmq v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/riverjob v0.0.0-00010101000000-000000000000
 	github.com/retryhttp/retryhttp/queue/sqs v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp/redispacer v0.0.0-00010101000000-000000000000
 	github.com/riverqueue/river v0.44.1
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.44.1
 	github.com/riverqueue/river/rivertype v0.44.1

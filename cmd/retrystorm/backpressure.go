@@ -77,6 +77,10 @@ type quotaConfig struct {
 	// processes is how many Pacers the clients are spread over (0: one),
 	// as replicas that share one API key pace each on its own responses.
 	processes int
+	// shared is whether the processes' Pacers share one window, as
+	// through a retryhttp.PacerStore: a probe answered in one process
+	// wakes none held in another, which ask again every pace.StorePoll.
+	shared bool
 }
 
 // quotaRun is what the clients of a quotaRun saw.
@@ -100,11 +104,15 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 	var (
 		q       timed
 		run     quotaRun
-		ws      = make([]pace.Window, max(1, c.processes))
+		procs   = max(1, c.processes)
+		ws      = make([]pace.Window, procs)
 		current = -1 // the server's window
 		used    int
-		held    = make([][]func(time.Duration), len(ws)) // clients held for a probe, by Pacer
+		held    = make([][]func(time.Duration), procs) // clients held for a probe, by process
 	)
+	if c.shared {
+		ws = ws[:1]
+	}
 	// serve is the server: the request's window, its count, the answer.
 	serve := func(at time.Duration) (ok bool, remaining int, reset time.Time) {
 		k := int(at / c.window)
@@ -123,7 +131,7 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 	}
 	// wake lets the clients held for a probe ask again once it is answered.
 	wake := func(at time.Duration, p int) {
-		if ws[p].Probing() {
+		if ws[p%len(ws)].Probing() {
 			return
 		}
 		for _, f := range held[p] {
@@ -133,8 +141,8 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 	}
 	var offer func(client int, due time.Duration) func(time.Duration)
 	offer = func(client int, due time.Duration) func(time.Duration) {
-		p := client % len(ws)
-		w := &ws[p]
+		p := client % procs
+		w := &ws[p%len(ws)]
 		// send sends the client's request at, admitted as seq.
 		send := func(at time.Duration, seq int64, next time.Duration) {
 			q.at(at+oneWay(), func(at time.Duration) {
@@ -176,10 +184,14 @@ func runQuota(c quotaConfig, seed uint64) quotaRun {
 						ask(at)
 					}
 				}
+				wait := turn.Wait
 				if w.Probing() {
 					held[p] = append(held[p], again)
+					if c.shared {
+						wait = min(wait, pace.StorePoll)
+					}
 				}
-				q.at(at+turn.Wait, again)
+				q.at(at+wait, again)
 			case turn.Wait > 0:
 				// Sent when its slot comes, if the window still has room.
 				q.at(at+turn.Wait, func(at time.Duration) {

@@ -20,29 +20,41 @@ func TestPacerKeepsWithinQuotaInVirtualTime(t *testing.T) {
 	}{{10, time.Second}, {60, time.Second}, {20, 2 * time.Second}, {30, 5 * time.Second}, {100, 10 * time.Second}, {60, time.Minute}, {5000, time.Hour}} {
 		for _, phase := range []time.Duration{0, 300 * time.Millisecond, 700 * time.Millisecond} {
 			for _, floor := range []bool{false, true} {
-				c := quotaConfig{quota: q.n, window: q.window, clients: 8, offered: 3, windows: 10, paced: true, phase: phase, floor: floor}
-				if q.window == time.Hour {
-					c.windows = 2
-				}
-				name := fmt.Sprintf("%d per %v, ending %v into a second, rounded down %v", q.n, q.window, phase, floor)
-				r := runQuota(c, 1)
-				if r.tooMany > max(1, r.sent/100) { // one: the probe that finds out a host rounding down
-
-					t.Errorf("%s: %d 429s of %d sent", name, r.tooMany, r.sent)
-				}
-				served := float64(r.served) / float64(c.quota*c.windows)
-				want := 0.95
-				if q.window == time.Second && (phase == 300*time.Millisecond) {
-					want = 0.65
-				}
-				if served < want {
-					t.Errorf("%s: served %.0f%% of the quota, want at least %.0f%%", name, 100*served, 100*want)
-				}
-				if r.refused != 0 {
-					t.Errorf("%s: %d refused, none waits past MaxWait here", name, r.refused)
+				// One process, or 4 sharing one window, as through a
+				// retryhttp.PacerStore.
+				for _, processes := range []int{1, 4} {
+					c := quotaConfig{quota: q.n, window: q.window, clients: 8, offered: 3, windows: 10, paced: true, phase: phase, floor: floor,
+						processes: processes, shared: true}
+					if q.window == time.Hour {
+						c.windows = 2
+					}
+					for seed := range uint64(5) {
+						name := fmt.Sprintf("%d per %v, ending %v into a second, rounded down %v, %d processes, seed %d", q.n, q.window, phase, floor, processes, seed+1)
+						checkQuotaRun(t, name, c, runQuota(c, seed+1))
+					}
 				}
 			}
 		}
+	}
+}
+
+// checkQuotaRun holds a run of TestPacerKeepsWithinQuotaInVirtualTime to
+// its bars.
+func checkQuotaRun(t *testing.T, name string, c quotaConfig, r quotaRun) {
+	t.Helper()
+	if r.tooMany > max(1, r.sent/100) { // one: the probe that finds out a host rounding down
+		t.Errorf("%s: %d 429s of %d sent", name, r.tooMany, r.sent)
+	}
+	served := float64(r.served) / float64(c.quota*c.windows)
+	want := 0.95
+	if c.window == time.Second && c.phase == 300*time.Millisecond {
+		want = 0.65
+	}
+	if served < want {
+		t.Errorf("%s: served %.0f%% of the quota, want at least %.0f%%", name, 100*served, 100*want)
+	}
+	if r.refused != 0 {
+		t.Errorf("%s: %d refused, none waits past MaxWait here", name, r.refused)
 	}
 }
 

@@ -38,6 +38,11 @@ type probeState uint8
 // answer: a slow or lost probe delays the others by at most this much.
 const ProbeWait = time.Second
 
+// StorePoll is how often a request held for a probe asks again when the
+// Window is shared by processes (through a retryhttp.PacerStore): the
+// probe may be answered in another process, which cannot wake it.
+const StorePoll = 50 * time.Millisecond
+
 const (
 	probeNone probeState = iota
 	probeDue             // the window reset: the next request is the probe
@@ -200,8 +205,11 @@ func (w *Window) Tell(now time.Time, seq int64, q Quota) {
 		return // told already
 	}
 	if !q.Reset.After(now) {
-		if !w.known {
-			w.probe = probeDue // of a window that is over: the next request learns the new one
+		if !w.known && w.probe == probeNone {
+			// Of a window that is over: the next request learns the new
+			// one. A probe already out is not replaced: each answer of
+			// the old window would let one more request go unpaced.
+			w.probe = probeDue
 		}
 		return
 	}

@@ -299,3 +299,28 @@ func TestConfirmYieldsWhatOthersTook(t *testing.T) {
 		t.Error("a request the window has room for yielded")
 	}
 }
+
+// Answers from the window that is over, arriving while the probe of the
+// next is out, do not replace it: each would let one more request go
+// before the new quota is known.
+func TestOldAnswersDoNotReplaceTheProbe(t *testing.T) {
+	for _, coarse := range []bool{false, true} {
+		w := told(5, time.Second, coarse)
+		var old []int64
+		for range 3 {
+			turn, _ := w.Take(t0, true, time.Minute)
+			old = append(old, turn.Seq)
+		}
+		after := t0.Add(1100 * time.Millisecond)
+		probe, _ := w.Take(after, false, time.Minute)
+		if probe.Held || !w.Probing() {
+			t.Fatalf("coarse %v: the first request after the reset is not the probe: %+v", coarse, probe)
+		}
+		for i, seq := range old {
+			w.Tell(after, seq, Quota{Remaining: 0, Reset: t0.Add(time.Second), Coarse: coarse})
+			if turn, _ := w.Take(after, false, time.Minute); !turn.Held {
+				t.Fatalf("coarse %v: after %d answers of the old window, a request went while the probe was out: %+v", coarse, i+1, turn)
+			}
+		}
+	}
+}
