@@ -28,9 +28,9 @@ var errPaced = errors.New("retryhttp: rate limit quota exhausted until its reset
 // 429s: from the headers of every response (the IETF RateLimit field, the
 // older RateLimit-Remaining and -Reset, GitHub's and GitLab's
 // X-RateLimit-Remaining and -Reset, OpenAI's x-ratelimit-remaining-requests
-// and -reset-requests), it knows how many requests are left and when the
-// window resets, and sends the next request no sooner than the time left
-// over the requests left allows. A request that finds the quota spent is
+// and -reset-requests, and its token quota once spent), it knows how many
+// requests are left and when the window resets, and sends the next
+// request no sooner than the time left over the requests left allows. A request that finds the quota spent is
 // held until the reset, and one whose wait would pass MaxWait or its
 // context's deadline ends at once, nothing sent: a *RetryError with
 // ReasonPaced. Critical
@@ -297,8 +297,7 @@ func (h *hostPace) report(resp *http.Response, seq int64) {
 		h.answer(seq, false)
 		return
 	}
-	var now time.Time
-	q, ok := readQuota(resp.Header, &now)
+	q, now, ok := readQuota(resp.Header, time.Now)
 	if !ok {
 		h.answer(seq, false)
 		return
@@ -321,7 +320,7 @@ func (h *hostPace) report(resp *http.Response, seq int64) {
 // responses, at random (and for all in a 429): a host that sends none
 // costs one lookup a response, and one that sends them on every response
 // is found within a few.
-var quotaNames = [...]string{"Ratelimit", "Ratelimit-Remaining", "X-Ratelimit-Remaining", "X-Ratelimit-Remaining-Requests"}
+var quotaNames = [...]string{"Ratelimit", "Ratelimit-Remaining", "X-Ratelimit-Remaining", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Remaining-Tokens"}
 
 // quota is what a response's headers say of its host's rate limit: the
 // requests left, and the time until the window resets.
@@ -333,12 +332,12 @@ type quota struct {
 }
 
 // readQuota reads a response's rate-limit headers, in the dialects of
-// DefaultRetryHints; ok is false where none is there.
-func readQuota(hd http.Header, now *time.Time) (q quota, ok bool) {
+// DefaultRetryHints, at clock's time, which it reads only when there is
+// a quota; ok is false where none is there.
+func readQuota(hd http.Header, clock func() time.Time) (q quota, now time.Time, ok bool) {
 	if v := field(hd, "Ratelimit"); v != "" {
 		if q, ok = parseQuotaField(v); ok {
-			*now = time.Now()
-			return q, true
+			return q, clock(), true
 		}
 	}
 	for _, d := range quotaDialects {
@@ -350,10 +349,33 @@ func readQuota(hd http.Header, now *time.Time) (q quota, ok bool) {
 		if reset == "" {
 			continue
 		}
-		*now = time.Now()
-		return parseQuota(rem, reset, d.durations, *now)
+		now = clock()
+		q, ok = parseQuota(rem, reset, d.durations, now)
+		break
 	}
-	return quota{}, false
+	if t, spent := tokensSpent(hd); spent && (!ok || q.bad || q.remaining > 0 || q.reset < t) {
+		if now.IsZero() {
+			now = clock()
+		}
+		return quota{reset: t}.capped(), now, true
+	}
+	if !ok {
+		return quota{}, time.Time{}, false
+	}
+	return q, now, true
+}
+
+// tokensSpent reads OpenAI's token quota: spent, with the time until it
+// resets, when x-ratelimit-remaining-tokens is 0. A token quota counts
+// what a request costs, which the Pacer cannot know before it is sent:
+// it is not spread, but a spent one holds every request until its reset,
+// as a spent request quota does.
+func tokensSpent(hd http.Header) (time.Duration, bool) {
+	if trimOWS(field(hd, "X-Ratelimit-Remaining-Tokens")) != "0" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(trimOWS(field(hd, "X-Ratelimit-Reset-Tokens")))
+	return d, err == nil && d > 0
 }
 
 // quotaDialects are the header pairs readQuota reads after the IETF

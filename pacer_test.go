@@ -305,39 +305,25 @@ func TestReadQuota(t *testing.T) {
 		{map[string]string{"X-Ratelimit-Remaining-Requests": "59", "X-Ratelimit-Reset-Requests": "1s"}, true, false, 59, time.Second},
 		{map[string]string{"X-Ratelimit-Remaining-Requests": "59", "X-Ratelimit-Reset-Requests": "6m0s"}, true, false, 59, 6 * time.Minute},
 		{map[string]string{"X-Ratelimit-Remaining-Requests": "59", "X-Ratelimit-Reset-Requests": "soon"}, true, true, 0, 0},
+		// OpenAI's token quota binds only when spent: then until its reset.
+		{map[string]string{"X-Ratelimit-Remaining-Requests": "59", "X-Ratelimit-Reset-Requests": "1s", "X-Ratelimit-Remaining-Tokens": "1200", "X-Ratelimit-Reset-Tokens": "6s"}, true, false, 59, time.Second},
+		{map[string]string{"X-Ratelimit-Remaining-Requests": "59", "X-Ratelimit-Reset-Requests": "1s", "X-Ratelimit-Remaining-Tokens": "0", "X-Ratelimit-Reset-Tokens": "6s"}, true, false, 0, 6 * time.Second},
+		{map[string]string{"X-Ratelimit-Remaining-Requests": "0", "X-Ratelimit-Reset-Requests": "8s", "X-Ratelimit-Remaining-Tokens": "0", "X-Ratelimit-Reset-Tokens": "6s"}, true, false, 0, 8 * time.Second},
+		{map[string]string{"X-Ratelimit-Remaining-Tokens": "0", "X-Ratelimit-Reset-Tokens": "250ms"}, true, false, 0, 250 * time.Millisecond},
+		{map[string]string{"X-Ratelimit-Remaining-Tokens": "0", "X-Ratelimit-Reset-Tokens": "-1s"}, false, false, 0, 0},
+		{map[string]string{"X-Ratelimit-Remaining-Tokens": "0", "X-Ratelimit-Reset-Tokens": "48h"}, true, true, 0, maxWindow},
+		{map[string]string{"X-Ratelimit-Remaining-Requests": "x", "X-Ratelimit-Reset-Requests": "1s", "X-Ratelimit-Remaining-Tokens": "0", "X-Ratelimit-Reset-Tokens": "2s"}, true, false, 0, 2 * time.Second},
 	} {
 		h := http.Header{}
 		for k, v := range tc.headers {
 			h.Set(k, v)
 		}
-		var at time.Time
-		q, ok := readQuota(h, &at)
-		if ok && !at.IsZero() {
-			// readQuota reads the clock itself; the Unix resets above are
-			// relative to now, so read them again at now.
-			q, ok = readQuotaAt(h, now)
-		}
+		q, _, ok := readQuota(h, func() time.Time { return now })
 		if ok != tc.ok || q.bad != tc.bad || (ok && !tc.bad && (q.remaining != tc.remaining || q.reset != tc.reset)) ||
 			(ok && tc.bad && tc.reset != 0 && (q.remaining != tc.remaining || q.reset != tc.reset)) {
 			t.Errorf("%v: %+v ok %v; want remaining %d reset %v, ok %v, bad %v", tc.headers, q, ok, tc.remaining, tc.reset, tc.ok, tc.bad)
 		}
 	}
-}
-
-// readQuotaAt is readQuota with a clock of the test's.
-func readQuotaAt(h http.Header, now time.Time) (quota, bool) {
-	if v := field(h, "Ratelimit"); v != "" {
-		if q, ok := parseQuotaField(v); ok {
-			return q, true
-		}
-	}
-	for _, d := range quotaDialects {
-		rem, reset := trimOWS(field(h, d.remaining)), trimOWS(field(h, d.reset))
-		if rem != "" && reset != "" {
-			return parseQuota(rem, reset, d.durations, now)
-		}
-	}
-	return quota{}, false
 }
 
 var fuzzURL, _ = url.Parse("http://fuzz.test/")
@@ -351,14 +337,13 @@ func FuzzReadQuota(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, reset, remaining string) {
 		for _, names := range [][2]string{{"X-RateLimit-Reset", "X-RateLimit-Remaining"}, {"RateLimit-Reset", "RateLimit-Remaining"},
-			{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Requests"}, {"RateLimit", ""}} {
+			{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Requests"}, {"X-Ratelimit-Reset-Tokens", "X-Ratelimit-Remaining-Tokens"}, {"RateLimit", ""}} {
 			h := http.Header{}
 			h.Set(names[0], reset)
 			if names[1] != "" {
 				h.Set(names[1], remaining)
 			}
-			var at time.Time
-			q, ok := readQuota(h, &at)
+			q, _, ok := readQuota(h, time.Now)
 			if ok && (q.reset < 0 || q.reset > maxWindow || q.remaining < 0) {
 				t.Fatalf("%v: %+v", h, q)
 			}
@@ -457,5 +442,58 @@ func TestPacerForgetsHosts(t *testing.T) {
 	}
 	if _, ok := p.hosts["http://paced.test"]; !ok {
 		t.Fatal("the host that sent rate-limit headers was forgotten before those that sent none")
+	}
+}
+
+// OpenAI's token quota, once spent, holds every request until its reset
+// though requests are left; one whose wait would pass MaxWait ends at
+// once, nothing sent. Tokens left hold nothing.
+func TestPacerSpentTokensHold(t *testing.T) {
+	for _, tc := range []struct {
+		tokens  string
+		maxWait time.Duration
+		waited  time.Duration // the second request's wait; -1: refused
+	}{{"0", time.Minute, 3 * time.Second}, {"0", time.Second, -1}, {"5000", time.Minute, 0}} {
+		t.Run(fmt.Sprintf("tokens %s, MaxWait %v", tc.tokens, tc.maxWait), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sent atomic.Int64
+				h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					sent.Add(1)
+					w.Header().Set("X-Ratelimit-Remaining-Requests", "100")
+					w.Header().Set("X-Ratelimit-Reset-Requests", "1m0s")
+					w.Header().Set("X-Ratelimit-Remaining-Tokens", tc.tokens)
+					w.Header().Set("X-Ratelimit-Reset-Tokens", "3s")
+				})
+				p := &Pacer{MaxWait: tc.maxWait}
+				u, _ := url.Parse("http://api.openai.test/")
+				p.host(u).seen.Store(true) // read from the first response, not found within a few
+				client := &http.Client{Transport: &Transport{Base: handlerBase{h}, Pacer: p, Logger: slog.New(slog.DiscardHandler)}}
+				for i := range 2 {
+					start := time.Now()
+					resp, err := client.Get("http://api.openai.test/v1/chat")
+					waited := time.Since(start)
+					if i == 0 {
+						if err != nil {
+							t.Fatal(err)
+						}
+						resp.Body.Close()
+						continue
+					}
+					switch {
+					case tc.waited < 0:
+						if !isPaced(err) || sent.Load() != 1 || waited != 0 {
+							t.Fatalf("err %v after %v, %d sent: want ReasonPaced at once, nothing sent", err, waited, sent.Load())
+						}
+					case err != nil:
+						t.Fatal(err)
+					default:
+						resp.Body.Close()
+						if waited != tc.waited {
+							t.Fatalf("the second request waited %v, want %v", waited, tc.waited)
+						}
+					}
+				}
+			})
+		})
 	}
 }
