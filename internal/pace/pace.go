@@ -136,8 +136,8 @@ func (w *Window) Confirm(seq int64) bool {
 // after all (then given, its request goes back to the quota). The probe's
 // answer lets the requests held for it go.
 func (w *Window) Answer(seq int64, given bool) {
-	if seq <= 0 {
-		return
+	if seq <= 0 || seq > w.admitted {
+		return // not this Window's: see Tell
 	}
 	if given && w.known {
 		w.remaining++
@@ -148,7 +148,7 @@ func (w *Window) Answer(seq int64, given bool) {
 // answer counts seq's answer; the probe's (or a later request's,
 // whichever comes first) lets the requests held for it go.
 func (w *Window) answer(seq int64) {
-	if seq <= 0 {
+	if seq <= 0 || seq > w.admitted {
 		return
 	}
 	w.answered++
@@ -191,6 +191,11 @@ type Quota struct {
 // a burst, and so few are in flight at once, when the count of those
 // left errs low by them.
 func (w *Window) Tell(now time.Time, seq int64, q Quota) {
+	if seq > w.admitted {
+		// Admitted by a Window since lost (a shared one its store
+		// dropped): told as by a request this one did not admit.
+		seq = 0
+	}
 	probe := w.probe == probeOut && seq == w.probeSeq
 	w.answer(seq)
 	if q.Coarse && probe && !q.Reset.After(now) {

@@ -324,3 +324,24 @@ func TestOldAnswersDoNotReplaceTheProbe(t *testing.T) {
 		}
 	}
 }
+
+// A shared Window its store dropped starts again from zero while
+// requests it admitted are still out: their answers, numbered past
+// anything the new Window admitted, count as a response's of a request
+// it did not admit, and do not hide the answers of those it does.
+func TestAnswersOfALostWindow(t *testing.T) {
+	var w Window
+	w.Answer(500, true)
+	w.Tell(t0, 501, Quota{Remaining: 10, Reset: t0.Add(10 * time.Second)})
+	if !w.Known() {
+		t.Fatal("a response of a request admitted before the loss did not tell the quota")
+	}
+	turn, _ := w.Take(t0, true, time.Minute)
+	w.Tell(t0.Add(time.Millisecond), turn.Seq, Quota{Remaining: 3, Reset: t0.Add(10 * time.Second)})
+	if w.remaining != 3 {
+		t.Fatalf("the response to a request the new Window admitted left %d, want 3: it was ignored", w.remaining)
+	}
+	if w.answered > w.admitted {
+		t.Fatalf("answered %d of %d admitted", w.answered, w.admitted)
+	}
+}
