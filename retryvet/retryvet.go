@@ -624,7 +624,11 @@ func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, wai
 // sendsRequest reports whether call takes an *http.Request and returns
 // an *http.Response and an error.
 func (c *checker) sendsRequest(call *ast.CallExpr) bool {
-	sig, ok := types.Unalias(c.pass.TypesInfo.TypeOf(call.Fun)).(*types.Signature)
+	t := c.pass.TypesInfo.TypeOf(call.Fun)
+	if t == nil || c.pass.TypesInfo.Types[call.Fun].IsType() {
+		return false // a conversion
+	}
+	sig, ok := t.Underlying().(*types.Signature) // a named function type too (type SendFunc func(...))
 	if !ok || sig.Results().Len() != 2 || requestArg(c.pass.TypesInfo, call) < 0 {
 		return false
 	}
@@ -921,8 +925,8 @@ func (c *checker) callee(call *ast.CallExpr) *types.Func {
 func generated(info *types.Info, v ast.Expr, loop *ast.BlockStmt) bool {
 	switch v := ast.Unparen(v).(type) {
 	case *ast.CallExpr:
-		if _, ok := info.TypeOf(v.Fun).(*types.Signature); !ok {
-			return generated(info, v.Args[0], loop) // a conversion
+		if tv := info.Types[v.Fun]; (tv.IsType() || tv.IsBuiltin()) && len(v.Args) > 0 {
+			return generated(info, v.Args[0], loop) // a conversion, or a builtin of it
 		}
 		return true
 	case *ast.Ident:

@@ -5,13 +5,17 @@ import (
 	"go/types"
 )
 
-// waits reports whether a call of fn waits before it returns: time.Sleep,
-// time.After, time.NewTimer and time.Tick do, and so does a function of
+// waits reports whether a call of fn waits before it returns: the
+// functions time.Sleep, time.After, time.NewTimer and time.Tick do (not
+// the method time.Time.After), and so does a function of
 // the package that calls one of them or another such function (an SDK's
 // WaitForDelay(ctx, d)). A loop that sends and calls it waits between its
 // attempts, as one that sleeps does.
 func (c *checker) waits(fn *types.Func) bool {
 	if pkgPath(fn) == "time" {
+		if isMethod(fn) {
+			return false // time.Time's After compares; it waits for nothing
+		}
 		switch fn.Name() {
 		case "Sleep", "After", "NewTimer", "Tick":
 			return true
