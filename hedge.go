@@ -73,10 +73,12 @@ const (
 	hedgeMaxHosts   = 1024 // hosts whose latencies are kept; past it one is forgotten
 )
 
-// validate reports a Hedging whose fields are out of range; RoundTrip
-// returns its error for every request, as for an invalid Policy, so that
-// a wrong setting shows on the first call, not on the first slow one.
-func (h *Hedging) validate() error {
+// Validate reports the first field out of range. RoundTrip validates
+// too, and fails every request with its error, hedged or not, as for an
+// invalid Policy, so that a wrong setting shows on the first call, not
+// on the first slow one; call Validate at start-up to learn of it
+// before any request.
+func (h *Hedging) Validate() error {
 	switch {
 	case h.Delay < 0:
 		return fmt.Errorf("retryhttp: Hedging: Delay %v is negative", h.Delay)

@@ -233,6 +233,7 @@ func TestHedgeLearnsTheQuantile(t *testing.T) {
 // one at the edges of its ranges is accepted.
 func TestHedgingValidated(t *testing.T) {
 	for _, h := range []*Hedging{{Delay: -1}, {Quantile: 1}, {Quantile: 1.5}, {Quantile: -0.1}, {Quantile: math.NaN()}, {MaxHedges: -1}} {
+		assert.ErrorContains(t, h.Validate(), "retryhttp: Hedging:", "Validate of %+v", h)
 		for _, method := range []string{"GET", "PUT", "POST", "PATCH", "DELETE"} {
 			base := &slowFirst{}
 			tr := &Transport{Base: base, Hedge: h}
@@ -248,6 +249,7 @@ func TestHedgingValidated(t *testing.T) {
 		}
 	}
 	for _, h := range []*Hedging{{}, {Delay: time.Nanosecond, Quantile: 0.999, MaxHedges: 100, Unsafe: true}} {
+		assert.NoError(t, h.Validate(), "Validate of %+v", h)
 		base := &slowFirst{}
 		resp, err := (&Transport{Base: base, Hedge: h}).RoundTrip(newReq(t, "POST", "", nil))
 		require.NoError(t, err, "%+v", h)

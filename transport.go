@@ -298,7 +298,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	c := callFrom(x.ctx)
 	p, err := t.policy(c.policy)
 	if err == nil && t.Hedge != nil {
-		err = t.Hedge.validate() // every request fails on it, hedged or not, as on an invalid Policy
+		err = t.Hedge.Validate() // every request fails on it, hedged or not, as on an invalid Policy
 	}
 	if err != nil {
 		closeRequestBody(req)
