@@ -925,8 +925,8 @@ func (c *checker) callee(call *ast.CallExpr) *types.Func {
 func generated(info *types.Info, v ast.Expr, loop *ast.BlockStmt) bool {
 	switch v := ast.Unparen(v).(type) {
 	case *ast.CallExpr:
-		if tv := info.Types[v.Fun]; (tv.IsType() || tv.IsBuiltin()) && len(v.Args) > 0 {
-			return generated(info, v.Args[0], loop) // a conversion, or a builtin of it
+		if info.Types[v.Fun].IsType() && len(v.Args) == 1 {
+			return generated(info, v.Args[0], loop) // a conversion (not a call through a named function type)
 		}
 		return true
 	case *ast.Ident:
