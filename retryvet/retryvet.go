@@ -149,6 +149,9 @@ func run(pass *analysis.Pass) (any, error) {
 		if body != nil {
 			c.function(body)
 		}
+		if fd, ok := n.(*ast.FuncDecl); ok && body != nil && c.recurses(fd) {
+			c.loop(body, fd, body, false, c.setsKey(body), "recursion")
+		}
 	})
 	return nil, nil
 }
@@ -167,6 +170,8 @@ type checker struct {
 	restyUnsafeSend   bool // the package sends a POST or PATCH with resty v2
 	restyCondition    bool // the package adds a resty v2 retry condition that may read the method
 	keyNamedInPackage bool // the package names the Idempotency-Key header somewhere
+
+	reported map[token.Pos]bool // where a finding was reported
 
 	waiting map[*types.Func]bool          // the package's functions that wait (see waits)
 	decls   map[*types.Func]*ast.FuncDecl // the package's functions, by object
@@ -438,9 +443,9 @@ func (c *checker) function(body *ast.BlockStmt) {
 		case *ast.CallExpr:
 			c.call(body, n, keyed)
 		case *ast.ForStmt:
-			c.loop(body, n, n.Body, n.Cond == nil, keyed)
+			c.loop(body, n, n.Body, n.Cond == nil, keyed, "loop")
 		case *ast.RangeStmt:
-			c.loop(body, n, n.Body, false, keyed)
+			c.loop(body, n, n.Body, false, keyed, "loop")
 		}
 		return true
 	})
@@ -526,6 +531,23 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 	}
 }
 
+// recurses reports whether fd calls itself: a retry written as a
+// recursion repeats its body as a loop does.
+func (c *checker) recurses(fd *ast.FuncDecl) bool {
+	fn, ok := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
+	if !ok {
+		return false
+	}
+	found := false
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok && c.callee(call) == fn {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
 // stripeConfig checks a stripe.BackendConfig with an HTTPClient.
 func (c *checker) stripeConfig(lit *ast.CompositeLit) {
 	if !isNamedPrefix(c.pass.TypesInfo.TypeOf(lit), pathStripe, "BackendConfig") {
@@ -551,8 +573,10 @@ func (c *checker) stripeConfig(lit *ast.CompositeLit) {
 	}
 }
 
-// loop checks a loop that sends requests and waits between them.
-func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockStmt, endless, keyed bool) {
+// loop checks a region that repeats (what: a "loop", or a "recursion",
+// a function that calls itself) and sends requests and waits between
+// them.
+func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockStmt, endless, keyed bool, what string) {
 	sends, waits := c.sendsAndWaits(loopBody)
 	if len(sends) == 0 || !waits {
 		return
@@ -562,19 +586,19 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 		m, ok := c.sentMethod(body, s)
 		switch {
 		case ok && unsafeMethod(m) && !keyed:
-			c.report(s.Pos(), "%s retried by this loop without an Idempotency-Key: a retry after a lost response repeats its effect; "+
-				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before the loop", m)
+			c.report(s.Pos(), "%s retried by this %s without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before the %s", m, what, what)
 		case !ok && anyMethod == nil:
 			anyMethod = s
 		}
 	}
 	if anyMethod != nil && !keyed {
-		c.anyMethod(body, anyMethod.Pos(), "this loop resends a request", "retry only idempotent methods (check req.Method)")
+		c.anyMethod(body, anyMethod.Pos(), "this "+what+" resends a request", "retry only idempotent methods (check req.Method)")
 	}
 	for _, set := range c.keySets(loopBody) {
 		if generated(c.pass.TypesInfo, set.Args[1], loopBody) {
 			c.report(set.Pos(), "the Idempotency-Key is made anew on every attempt, so each retry is a new operation to the server; "+
-				"fix: make the key once, before the loop")
+				"fix: make the key once, before the %s", what)
 		}
 	}
 	if endless && !c.usesContext(loopBody) && !c.boundsAttempts(loop, loopBody) {
@@ -1057,6 +1081,13 @@ func ignoreDirectives(pass *analysis.Pass) map[ignoreAt]string {
 // its line or the line before silences it (then only with -show-ignored,
 // with the directive's reason).
 func (c *checker) report(pos token.Pos, format string, args ...any) {
+	if c.reported[pos] {
+		return // one finding a place: a loop in a function that recurses is both
+	}
+	if c.reported == nil {
+		c.reported = map[token.Pos]bool{}
+	}
+	c.reported[pos] = true
 	p := c.pass.Fset.Position(pos)
 	for _, line := range []int{p.Line, p.Line - 1} {
 		if reason, ok := c.ignored[ignoreAt{p.Filename, line}]; ok {
