@@ -31,6 +31,7 @@ var retryLibraries = []struct {
 	names []string
 	param int
 }{
+	{"github.com/cenkalti/backoff/v3", []string{"Retry", "RetryNotify", "RetryNotifyWithTimer"}, 0},
 	{"github.com/cenkalti/backoff/v4", []string{"Retry", "RetryNotify", "RetryNotifyWithTimer", "RetryWithData", "RetryNotifyWithData", "RetryNotifyWithTimerAndData"}, 0},
 	{"github.com/cenkalti/backoff/v5", []string{"Retry"}, 1},
 	{"github.com/avast/retry-go/v4", []string{"Do", "DoWithData"}, 0},

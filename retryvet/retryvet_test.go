@@ -15,7 +15,7 @@ import (
 // testdata/mod/go.mod states (go-retryablehttp v0.7.8, resty v2.17.2 and
 // resty.dev/v3 v3.0.0-rc.4, failsafe-go v0.9.8, stripe-go v82.5.1,
 // aws-sdk-go-v2 config v1.33.18, openai-go v3.98.0, anthropic-sdk-go v2.16.0,
-// cenkalti/backoff v4.3.0 and v5.0.3, avast/retry-go v4.7.0, sethvargo/go-retry
+// cenkalti/backoff v3.2.2, v4.3.0 and v5.0.3, avast/retry-go v4.7.0, sethvargo/go-retry
 // v0.5.0), so a rule keyed on a
 // method the library lacks does not compile, and one that fires only on a
 // stub cannot pass. analysistest loads them with GOPROXY=off: download

@@ -7,11 +7,23 @@ import (
 	"time"
 
 	avast "github.com/avast/retry-go/v4"
+	backoff3 "github.com/cenkalti/backoff/v3"
 	backoff4 "github.com/cenkalti/backoff/v4"
 	backoff5 "github.com/cenkalti/backoff/v5"
 	"github.com/google/uuid"
 	sethvargo "github.com/sethvargo/go-retry"
 )
+
+func backoffV3(c *http.Client, body []byte) error {
+	return backoff3.RetryNotify(func() error {
+		req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/charges", bytes.NewReader(body))
+		resp, err := c.Do(req) // want `POST retried by backoff.RetryNotify without an Idempotency-Key`
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}, backoff3.NewExponentialBackOff(), nil)
+}
 
 func backoffV4(c *http.Client, body []byte) error {
 	return backoff4.Retry(func() error {
