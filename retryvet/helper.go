@@ -77,7 +77,8 @@ func (c *checker) retryHelpers(decls []*ast.FuncDecl) {
 }
 
 // retriedFuncParam returns the index of fd's function parameter that fd
-// retries.
+// retries: calls in a loop that waits, or hands to a retry helper, as it
+// is or called from a closure it hands on.
 func (c *checker) retriedFuncParam(fd *ast.FuncDecl) (int, bool) {
 	params := c.paramsOf(fd)
 	index, found := 0, false
@@ -105,7 +106,17 @@ func (c *checker) retriedFuncParam(fd *ast.FuncDecl) (int, bool) {
 		case *ast.CallExpr:
 			if fn := c.callee(n); fn != nil {
 				if i, ok := c.retriedParam(fn); ok && len(n.Args) > i {
-					param(n.Args[i])
+					if lit, ok := ast.Unparen(n.Args[i]).(*ast.FuncLit); ok {
+						// Wrapped in a closure of its own: func() error { return op(ctx) }.
+						ast.Inspect(lit.Body, func(n ast.Node) bool {
+							if call, ok := n.(*ast.CallExpr); ok && !found {
+								param(call.Fun)
+							}
+							return !found
+						})
+					} else {
+						param(n.Args[i])
+					}
 				}
 			}
 		}
