@@ -133,8 +133,9 @@ func loopBody(n ast.Node) *ast.BlockStmt {
 }
 
 // retriedClosure checks a call of a retry helper given a function
-// literal: each POST or PATCH the literal sends is repeated on every retry,
-// and a key it makes is made anew on every attempt.
+// literal, or a function or method of the package by name
+// (backoff.Retry(s.charge, b)): each POST or PATCH it sends is repeated on
+// every retry, and a key it makes is made anew on every attempt.
 func (c *checker) retriedClosure(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 	fn := c.callee(call)
 	if fn == nil {
@@ -144,26 +145,52 @@ func (c *checker) retriedClosure(body *ast.BlockStmt, call *ast.CallExpr, keyed 
 	if !ok || len(call.Args) <= i {
 		return
 	}
-	lit, ok := ast.Unparen(call.Args[i]).(*ast.FuncLit)
-	if !ok {
-		return
+	var opBody *ast.BlockStmt // what is retried: a function literal, or a function of the package passed by name
+	switch a := ast.Unparen(call.Args[i]).(type) {
+	case *ast.FuncLit:
+		opBody = a.Body
+	default:
+		fd := c.decls[c.funcRef(a)]
+		if fd == nil || fd.Body == nil {
+			return
+		}
+		// Its requests are built in its own body, and keyed there or not.
+		opBody, body, keyed = fd.Body, fd.Body, c.setsKey(fd.Body)
 	}
 	helper := fn.Name()
 	if p := fn.Pkg(); p != nil && p != c.pass.Pkg {
 		helper = p.Name() + "." + helper
 	}
-	for _, s := range c.sends(lit.Body) {
+	for _, s := range c.sends(opBody) {
 		if m, ok := c.sentMethod(body, s); ok && unsafeMethod(m) && !keyed {
 			c.report(s.Pos(), "%s retried by %s without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) with a key made once, before %s", m, helper, helper)
 		}
 	}
-	for _, set := range c.keySets(lit.Body) {
-		if generated(c.pass.TypesInfo, set.Args[1], lit.Body) {
+	for _, set := range c.keySets(opBody) {
+		if generated(c.pass.TypesInfo, set.Args[1], opBody) {
 			c.report(set.Pos(), "the Idempotency-Key is made anew on every attempt %s makes, so each retry is a new operation to the server; "+
 				"fix: make the key once, before %s", helper, helper)
 		}
 	}
+}
+
+// funcRef returns the function or method e names (f, pkg.F, s.method),
+// or nil.
+func (c *checker) funcRef(e ast.Expr) *types.Func {
+	switch e := e.(type) {
+	case *ast.Ident:
+		f, _ := c.pass.TypesInfo.Uses[e].(*types.Func)
+		return f
+	case *ast.SelectorExpr:
+		if sel, ok := c.pass.TypesInfo.Selections[e]; ok {
+			f, _ := sel.Obj().(*types.Func)
+			return f
+		}
+		f, _ := c.pass.TypesInfo.Uses[e.Sel].(*types.Func)
+		return f
+	}
+	return nil
 }
 
 // sends returns the HTTP sends in body, not counting function literals.
