@@ -81,6 +81,7 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
+	"slices"
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
@@ -119,6 +120,7 @@ const (
 	pathAnthropic     = "github.com/anthropics/anthropic-sdk-go"
 	pathRestyV2       = "github.com/go-resty/resty/v2"
 	pathRestyV3       = "resty.dev/v3"
+	pathRehttp        = "github.com/PuerkitoBio/rehttp"
 )
 
 func run(pass *analysis.Pass) (any, error) {
@@ -168,6 +170,7 @@ type checker struct {
 	httpClients     map[types.Object]bool // variables and fields assigned an http.Client literal: true when its Transport is a retryhttp.Transport
 
 	restyUnsafeSend   bool // the package sends a POST or PATCH with resty v2
+	unsafeRequest     bool // the package makes or sends a POST or PATCH with net/http
 	restyCondition    bool // the package adds a resty v2 retry condition that may read the method
 	keyNamedInPackage bool // the package names the Idempotency-Key header somewhere
 
@@ -359,6 +362,16 @@ func (c *checker) scanRestyCall(call *ast.CallExpr) {
 		if m, ok := c.method(call, 0); ok && unsafeMethod(m) {
 			c.restyUnsafeSend = true
 		}
+	case path == "net/http" && (name == "NewRequest" || name == "NewRequestWithContext") && !isMethod(fn):
+		arg := 0
+		if name == "NewRequestWithContext" {
+			arg = 1
+		}
+		if m, ok := c.method(call, arg); ok && unsafeMethod(m) {
+			c.unsafeRequest = true
+		}
+	case path == "net/http" && (name == "Post" || name == "PostForm"):
+		c.unsafeRequest = true
 	case path == pathRestyV2 && (name == "AddRetryCondition" || name == "SetRetryConditions") && len(call.Args) > 0:
 		// A condition written here refuses POST and PATCH only if it reads
 		// the request's method; one defined elsewhere is given the benefit
@@ -518,6 +531,12 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 			c.report(call.Pos(), "%s retried by failsafehttp without an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: req.Header.Set(\"Idempotency-Key\", key) once, before the request is wrapped", m)
 		}
+	case path == pathRehttp && fn.Name() == "NewTransport" && len(call.Args) == 3:
+		if c.unsafeRequest && !c.keyNamedInPackage && !c.rehttpRefusesUnsafe(call.Args[1]) {
+			c.report(call.Pos(), "rehttp retries every method its RetryFn allows, and this package sends POST or PATCH with no Idempotency-Key: "+
+				"a retry after a lost response repeats its effect; fix: set an Idempotency-Key header on each POST and PATCH (one per operation), "+
+				"or add rehttp.RetryHTTPMethods(\"GET\", \"HEAD\", ...) to the RetryFn with rehttp.RetryAll")
+		}
 	case path == pathAWSConfig && fn.Name() == "LoadDefaultConfig":
 		if hc, ok := c.optionArg(call, pathAWSConfig, "WithHTTPClient"); ok && c.retryingClient(hc) && !c.nopRetryer(call) {
 			c.report(call.Pos(), "aws-sdk-go-v2 retries over a retryhttp.Transport: two retry layers multiply attempts; "+
@@ -546,6 +565,39 @@ func (c *checker) recurses(fd *ast.FuncDecl) bool {
 		return !found
 	})
 	return found
+}
+
+// rehttpRefusesUnsafe reports whether a rehttp RetryFn may refuse to
+// retry a POST or PATCH: it restricts the methods (RetryHTTPMethods of
+// safe ones, in a RetryAll, or in every branch of a RetryAny), or is a
+// function literal that reads the request's method. A RetryFn made
+// elsewhere (a variable, another package's function) is given the benefit
+// of the doubt; rehttp's other RetryFns retry every method.
+func (c *checker) rehttpRefusesUnsafe(e ast.Expr) bool {
+	switch e := ast.Unparen(e).(type) {
+	case *ast.FuncLit:
+		return readsMethod(e.Body)
+	case *ast.CallExpr:
+		fn := c.callee(e)
+		if fn == nil || pkgPath(fn) != pathRehttp {
+			return true
+		}
+		switch fn.Name() {
+		case "RetryHTTPMethods":
+			for _, a := range e.Args {
+				if m, ok := constString(c.pass.TypesInfo, a); ok && unsafeMethod(strings.ToUpper(m)) {
+					return false
+				}
+			}
+			return true
+		case "RetryAll":
+			return slices.ContainsFunc(e.Args, c.rehttpRefusesUnsafe)
+		case "RetryAny":
+			return len(e.Args) > 0 && !slices.ContainsFunc(e.Args, func(a ast.Expr) bool { return !c.rehttpRefusesUnsafe(a) })
+		}
+		return false
+	}
+	return true
 }
 
 // stripeConfig checks a stripe.BackendConfig with an HTTPClient.

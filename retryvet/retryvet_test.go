@@ -16,7 +16,7 @@ import (
 // resty.dev/v3 v3.0.0-rc.4, failsafe-go v0.9.8, stripe-go v82.5.1,
 // aws-sdk-go-v2 config v1.33.18, openai-go v3.98.0, anthropic-sdk-go v2.16.0,
 // cenkalti/backoff v3.2.2, v4.3.0 and v5.0.3, avast/retry-go v4.7.0, sethvargo/go-retry
-// v0.5.0), so a rule keyed on a
+// v0.5.0, PuerkitoBio/rehttp v1.4.0), so a rule keyed on a
 // method the library lacks does not compile, and one that fires only on a
 // stub cannot pass. analysistest loads them with GOPROXY=off: download
 // them first.
@@ -40,7 +40,7 @@ func TestAnalyzer(t *testing.T) {
 		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets",
 		"./safe_retrymax_zero", "./safe_ignored", "./safe_checkretry_method", "./safe_retry_helper",
 		"./unsafe_helpers", "./safe_helpers", "./helpers/...", "./unsafe_any_method", "./safe_any_method", "./safe_any_method_keyed",
-		"./safe_checkretry_optin", "./unsafe_checkretry_5xx")
+		"./safe_checkretry_optin", "./unsafe_checkretry_5xx", "./unsafe_rehttp", "./safe_rehttp")
 }
 
 // With -show-ignored, a finding a directive silences is reported with
