@@ -103,7 +103,7 @@ func newAnalyzer() *analysis.Analyzer {
 		URL:       "https://pkg.go.dev/github.com/retryhttp/retryhttp/retryvet",
 		Requires:  []*analysis.Analyzer{inspect.Analyzer},
 		Run:       run,
-		FactTypes: []analysis.Fact{new(retriedMethod), new(retriesFunc), new(sendsThrough)},
+		FactTypes: []analysis.Fact{new(retriedMethod), new(retriesFunc), new(sendsThrough), new(waitsFact)},
 	}
 	a.Flags.BoolVar(&showIgnored, "show-ignored", false, "also report the findings a //retryvet:ignore directive silences, with its reason")
 	return a

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"retryvettest/helpers/pause"
 	"retryvettest/helpers/retrier"
 )
 
@@ -16,4 +17,27 @@ func charge(ctx context.Context, c *http.Client) error {
 		_, err := c.Do(req) // want `POST retried by retrier.Do without an Idempotency-Key`
 		return err
 	})
+}
+
+// chargeLoop waits between its attempts in another package.
+func chargeLoop(ctx context.Context, c *http.Client) error {
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.example.com/charges", strings.NewReader("{}"))
+		var resp *http.Response
+		if resp, err = c.Do(req); err == nil { // want `POST retried by this loop without an Idempotency-Key`
+			return resp.Body.Close()
+		}
+		pause.For(ctx, attempt)
+	}
+	return err
+}
+
+// each sends a POST per item, one after another: no wait, no retry.
+func each(c *http.Client, items []string) {
+	for _, it := range items {
+		if resp, err := c.Post("https://api.example.com/items", "application/json", strings.NewReader(it)); err == nil {
+			resp.Body.Close()
+		}
+	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // Do calls op until it succeeds, n times at most, waiting between calls.
-func Do(ctx context.Context, n int, op func(context.Context) error) error { // want Do:"retries its parameter 2"
+func Do(ctx context.Context, n int, op func(context.Context) error) error { // want Do:"retries its parameter 2" Do:"waits"
 	var err error
 	for i := range n {
 		if err = op(ctx); err == nil {
