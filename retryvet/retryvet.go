@@ -634,7 +634,11 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 		return
 	}
 	var anyMethod *ast.CallExpr // the first send of a request whose method the loop does not know
+	varying := c.loopVaried(loop, loopBody)
 	for _, s := range sends {
+		if c.sendsVaried(body, s, varying) {
+			continue // another request each time (an item of a batch, paced): not a retry
+		}
 		m, ok := c.sentMethod(body, s)
 		switch {
 		case ok && unsafeMethod(m) && !keyed:
@@ -657,6 +661,89 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 		c.report(loop.Pos(), "a retry loop with no attempt bound and no context: it retries forever while the dependency is down; "+
 			"fix: bound it (for attempt := 1; attempt <= max; attempt++) and stop when ctx is done")
 	}
+}
+
+// loopVaried returns the variables that take another value on each
+// pass of loop: those it declares (a range's key and value, a for's
+// init), and those its body assigns from them, however indirectly. A
+// recursion has none.
+func (c *checker) loopVaried(loop ast.Node, loopBody *ast.BlockStmt) map[types.Object]bool {
+	varying := map[types.Object]bool{}
+	add := func(e ast.Expr) {
+		if id, ok := e.(*ast.Ident); ok {
+			if obj := c.pass.TypesInfo.ObjectOf(id); obj != nil {
+				varying[obj] = true
+			}
+		}
+	}
+	switch l := loop.(type) {
+	case *ast.RangeStmt:
+		if l.Key != nil {
+			add(l.Key)
+		}
+		if l.Value != nil {
+			add(l.Value)
+		}
+	case *ast.ForStmt:
+		if as, ok := l.Init.(*ast.AssignStmt); ok {
+			for _, e := range as.Lhs {
+				add(e)
+			}
+		}
+	default:
+		return varying
+	}
+	for grew := true; grew; {
+		grew = false
+		ast.Inspect(loopBody, func(n ast.Node) bool {
+			as, ok := n.(*ast.AssignStmt)
+			if !ok || !slices.ContainsFunc(as.Rhs, func(e ast.Expr) bool { return c.refersTo(e, varying) }) {
+				return true
+			}
+			for _, e := range as.Lhs {
+				if id, ok := e.(*ast.Ident); ok {
+					if obj := c.pass.TypesInfo.ObjectOf(id); obj != nil && !varying[obj] {
+						varying[obj], grew = true, true
+					}
+				}
+			}
+			return true
+		})
+	}
+	return varying
+}
+
+// refersTo reports whether e names one of objs.
+func (c *checker) refersTo(e ast.Node, objs map[types.Object]bool) bool {
+	found := false
+	ast.Inspect(e, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && objs[c.pass.TypesInfo.ObjectOf(id)] {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// sendsVaried reports whether send sends a request made from what
+// varies from one pass of its loop to the next: its URL or body (or the
+// request itself) is an item the loop goes through, so each pass sends
+// another request. A retry loop sends the same one again.
+func (c *checker) sendsVaried(body *ast.BlockStmt, send *ast.CallExpr, varying map[types.Object]bool) bool {
+	if len(varying) == 0 {
+		return false
+	}
+	i := requestArg(c.pass.TypesInfo, send)
+	if i < 0 {
+		// A client's Post, resty's: the URL and body are its arguments.
+		return slices.ContainsFunc(send.Args, func(a ast.Expr) bool { return c.refersTo(a, varying) })
+	}
+	made, first := c.requestCall(body, send.Args[i])
+	if made == nil {
+		return c.refersTo(send.Args[i], varying) // the request itself is an item: for _, req := range reqs
+	}
+	// Its URL and body; not its context or method.
+	return slices.ContainsFunc(made.Args[first:], func(a ast.Expr) bool { return c.refersTo(a, varying) })
 }
 
 // sendsAndWaits returns the HTTP sends in a loop body, not counting
@@ -774,17 +861,27 @@ func (c *checker) sentMethod(body *ast.BlockStmt, call *ast.CallExpr) (string, b
 // requestMethod finds the method of the request expr names: a variable
 // assigned from http.NewRequest (or NewRequestWithContext) in body.
 func (c *checker) requestMethod(body *ast.BlockStmt, expr ast.Expr) (string, bool) {
-	id, ok := ast.Unparen(expr).(*ast.Ident)
-	if !ok {
+	call, first := c.requestCall(body, expr)
+	if call == nil {
 		return "", false
 	}
+	return c.method(call, first-1)
+}
+
+// requestCall finds the call that made the request expr names: a
+// variable assigned from net/http's or go-retryablehttp's NewRequest (or
+// NewRequestWithContext) in body, whose URL is its argument first (the
+// method the one before).
+func (c *checker) requestCall(body *ast.BlockStmt, expr ast.Expr) (made *ast.CallExpr, first int) {
+	id, ok := ast.Unparen(expr).(*ast.Ident)
+	if !ok {
+		return nil, 0
+	}
 	obj := c.pass.TypesInfo.ObjectOf(id)
-	var method string
-	var found bool
 	ast.Inspect(body, func(n ast.Node) bool {
 		as, ok := n.(*ast.AssignStmt)
-		if !ok || found || len(as.Rhs) != 1 || len(as.Lhs) == 0 {
-			return !found
+		if !ok || made != nil || len(as.Rhs) != 1 || len(as.Lhs) == 0 {
+			return made == nil
 		}
 		lid, ok := as.Lhs[0].(*ast.Ident)
 		if !ok || c.pass.TypesInfo.ObjectOf(lid) != obj {
@@ -798,15 +895,15 @@ func (c *checker) requestMethod(body *ast.BlockStmt, expr ast.Expr) (string, boo
 		if fn == nil || pkgPath(fn) != "net/http" && pkgPath(fn) != pathRetryablehttp {
 			return true
 		}
-		switch fn.Name() {
-		case "NewRequest":
-			method, found = c.method(call, 0)
-		case "NewRequestWithContext":
-			method, found = c.method(call, 1)
+		switch {
+		case fn.Name() == "NewRequest" && len(call.Args) >= 2:
+			made, first = call, 1
+		case fn.Name() == "NewRequestWithContext" && len(call.Args) >= 3:
+			made, first = call, 2
 		}
-		return !found
+		return made == nil
 	})
-	return method, found
+	return made, first
 }
 
 // method returns the constant method argument arg of a call.
