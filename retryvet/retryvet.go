@@ -53,6 +53,12 @@
 // loop that waits, or hands it to another helper), and the function
 // literals given to it are checked as the loop's body would be.
 //
+// A key is any header of -key-headers (DefaultKeyHeaders: the IETF
+// draft's and vendors' own) or, in a JSON request body, any field of
+// -key-fields (DefaultKeyFields). A retry written as a recursion is
+// checked as a loop is; a loop that sends another request on each pass
+// (made from the item it goes through) is not a retry.
+//
 // golangci-lint runs it as a module plugin: see package
 // [github.com/retryhttp/retryhttp/retryvet/golangci].
 //
@@ -81,6 +87,7 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -96,6 +103,38 @@ var Analyzer = newAnalyzer()
 // showIgnored is the -show-ignored flag.
 var showIgnored bool
 
+// DefaultKeyHeaders are the headers a server dedupes on that -key-headers
+// names by default: the IETF draft's Idempotency-Key, its X- form, and
+// vendors' own (PayPal's PayPal-Request-Id, Checkout.com's
+// Cko-Idempotency-Key, Razorpay's X-Payout-Idempotency).
+const DefaultKeyHeaders = "Idempotency-Key,X-Idempotency-Key,PayPal-Request-Id,Cko-Idempotency-Key,X-Payout-Idempotency"
+
+// DefaultKeyFields are the fields of a JSON request body a server dedupes
+// on that -key-fields names by default: idempotency_key (Square's, and
+// others'), idempotencyKey, AWS's ClientToken, Segment's messageId.
+const DefaultKeyFields = "idempotency_key,idempotencyKey,ClientToken,clientToken,messageId"
+
+// keyHeaders and keyFields are the -key-headers and -key-fields flags.
+var (
+	keyHeaders = nameList{list: strings.Split(DefaultKeyHeaders, ",")}
+	keyFields  = nameList{list: strings.Split(DefaultKeyFields, ",")}
+)
+
+// nameList is a flag of comma-separated names.
+type nameList struct{ list []string }
+
+func (l *nameList) String() string { return strings.Join(l.list, ",") }
+
+func (l *nameList) Set(v string) error {
+	l.list = nil
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			l.list = append(l.list, n)
+		}
+	}
+	return nil
+}
+
 func newAnalyzer() *analysis.Analyzer {
 	a := &analysis.Analyzer{
 		Name:      "retryvet",
@@ -106,6 +145,8 @@ func newAnalyzer() *analysis.Analyzer {
 		FactTypes: []analysis.Fact{new(retriedMethod), new(retriesFunc), new(sendsThrough), new(waitsFact)},
 	}
 	a.Flags.BoolVar(&showIgnored, "show-ignored", false, "also report the findings a //retryvet:ignore directive silences, with its reason")
+	a.Flags.Var(&keyHeaders, "key-headers", "comma-separated headers a server dedupes on: a request that sets one is keyed")
+	a.Flags.Var(&keyFields, "key-fields", "comma-separated JSON body fields a server dedupes on: a request whose body sets one is keyed")
 	return a
 }
 
@@ -226,12 +267,12 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 		case *ast.CallExpr:
 			c.scanRestyCall(n)
 			for _, a := range n.Args {
-				if s, ok := constString(c.pass.TypesInfo, a); ok && isKeyName(s) {
+				if s, ok := constString(c.pass.TypesInfo, a); ok && c.isKey(s) {
 					c.keyNamedInPackage = true
 				}
 			}
 		case *ast.IndexExpr:
-			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && isKeyName(s) {
+			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && c.isKey(s) {
 				c.keyNamedInPackage = true
 			}
 		case *ast.CompositeLit:
@@ -924,13 +965,15 @@ func (c *checker) setsKey(body *ast.BlockStmt) bool {
 	ast.Inspect(body, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.IndexExpr:
-			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && isKeyName(s) {
+			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && c.isKey(s) {
 				found = true
 			}
 		case *ast.KeyValueExpr:
-			if s, ok := constString(c.pass.TypesInfo, n.Key); ok && isKeyName(s) {
-				found = true
+			if s, ok := constString(c.pass.TypesInfo, n.Key); ok && (c.isKey(s) || isKeyField(s)) {
+				found = true // a header map's, or a JSON body map's
 			}
+		case *ast.CompositeLit, *ast.AssignStmt:
+			found = found || c.setsKeyField(n)
 		}
 		return !found
 	})
@@ -950,7 +993,7 @@ func (c *checker) keySets(n ast.Node) []*ast.CallExpr {
 		if !ok || sel.Sel.Name != "Set" && sel.Sel.Name != "Add" && sel.Sel.Name != "SetHeader" {
 			return true
 		}
-		if s, ok := constString(c.pass.TypesInfo, call.Args[0]); ok && isKeyName(s) {
+		if s, ok := constString(c.pass.TypesInfo, call.Args[0]); ok && c.isKey(s) {
 			out = append(out, call)
 		}
 		return true
@@ -964,7 +1007,7 @@ func (c *checker) mentionsKey(body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
 		if e, ok := n.(ast.Expr); ok {
-			if s, ok := constString(c.pass.TypesInfo, e); ok && isKeyName(s) {
+			if s, ok := constString(c.pass.TypesInfo, e); ok && c.isKey(s) {
 				found = true
 			}
 		}
@@ -1119,8 +1162,75 @@ func isInteger(t types.Type) bool {
 
 func unsafeMethod(m string) bool { return m == "POST" || m == "PATCH" }
 
-func isKeyName(s string) bool {
-	return strings.EqualFold(s, "Idempotency-Key") || strings.EqualFold(s, "X-Idempotency-Key")
+// isKey reports whether s names a header a server dedupes on (see
+// -key-headers).
+func (c *checker) isKey(s string) bool {
+	return slices.ContainsFunc(keyHeaders.list, func(k string) bool { return strings.EqualFold(k, s) })
+}
+
+// isKeyField reports whether s names a body field a server dedupes on
+// (see -key-fields).
+func isKeyField(s string) bool {
+	return slices.ContainsFunc(keyFields.list, func(k string) bool { return strings.EqualFold(k, s) })
+}
+
+// setsKeyField reports whether n sets a struct field whose JSON name is a
+// key field: in a composite literal (Params{IdempotencyKey: key}) or by
+// assignment (params.IdempotencyKey = key).
+func (c *checker) setsKeyField(n ast.Node) bool {
+	info := c.pass.TypesInfo
+	switch n := n.(type) {
+	case *ast.CompositeLit:
+		t := info.TypeOf(n)
+		if t == nil {
+			return false
+		}
+		st, ok := deref(t).Underlying().(*types.Struct)
+		if !ok {
+			return false
+		}
+		for _, e := range n.Elts {
+			if kv, ok := e.(*ast.KeyValueExpr); ok {
+				if id, ok := kv.Key.(*ast.Ident); ok && keyFieldOf(st, info.ObjectOf(id)) {
+					return true
+				}
+			}
+		}
+	case *ast.AssignStmt:
+		for _, l := range n.Lhs {
+			if sel, ok := l.(*ast.SelectorExpr); ok {
+				if s, ok := info.Selections[sel]; ok && s.Kind() == types.FieldVal {
+					if st, ok := deref(s.Recv()).Underlying().(*types.Struct); ok && keyFieldOf(st, s.Obj()) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// keyFieldOf reports whether f is a field of st whose JSON name (its tag's,
+// or its own) is a key field.
+func keyFieldOf(st *types.Struct, f types.Object) bool {
+	for i := range st.NumFields() {
+		if st.Field(i) != f {
+			continue
+		}
+		name, _, _ := strings.Cut(reflect.StructTag(st.Tag(i)).Get("json"), ",")
+		if name == "" {
+			name = f.Name()
+		}
+		return isKeyField(name)
+	}
+	return false
+}
+
+func deref(t types.Type) types.Type {
+	if p, ok := t.(*types.Pointer); ok {
+		return p.Elem()
+	}
+	return t
 }
 
 func isMethod(fn *types.Func) bool { return fn.Type().(*types.Signature).Recv() != nil }

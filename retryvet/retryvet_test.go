@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/tools/go/analysis/analysistest"
@@ -40,7 +41,7 @@ func TestAnalyzer(t *testing.T) {
 		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets",
 		"./safe_retrymax_zero", "./safe_ignored", "./safe_checkretry_method", "./safe_retry_helper",
 		"./unsafe_helpers", "./safe_helpers", "./helpers/...", "./unsafe_any_method", "./safe_any_method", "./safe_any_method_keyed",
-		"./safe_checkretry_optin", "./unsafe_checkretry_5xx", "./unsafe_rehttp", "./safe_rehttp")
+		"./safe_checkretry_optin", "./unsafe_checkretry_5xx", "./unsafe_rehttp", "./safe_rehttp", "./safe_vendor_keys", "./custom_key_header")
 }
 
 // With -show-ignored, a finding a directive silences is reported with
@@ -53,3 +54,35 @@ func TestShowIgnored(t *testing.T) {
 	defer retryvet.Analyzer.Flags.Set("show-ignored", "false")
 	analysistest.Run(t, dir, retryvet.Analyzer, "./ignored_shown")
 }
+
+// -key-headers names the headers a server dedupes on: with the API's own
+// header added, the loop that sets it is keyed; a request ID still is not.
+func TestKeyHeadersFlag(t *testing.T) {
+	dir := testdata(t)
+	if err := retryvet.Analyzer.Flags.Set("key-headers", retryvet.DefaultKeyHeaders+",X-Dedupe-Token"); err != nil {
+		t.Fatal(err)
+	}
+	defer retryvet.Analyzer.Flags.Set("key-headers", retryvet.DefaultKeyHeaders)
+	results := analysistest.Run(&silent{t}, dir, retryvet.Analyzer, "./custom_key_header")
+	var lines []int
+	for _, r := range results {
+		for _, d := range r.Diagnostics {
+			lines = append(lines, r.Pass.Fset.Position(d.Pos).Line)
+		}
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "custom_key_header", "c.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	traced := 1 + strings.Count(string(src[:strings.Index(string(src), "func traced")]), "\n")
+	if len(lines) != 1 || lines[0] <= traced {
+		t.Fatalf("findings on lines %v; want only the request ID's loop (after line %d)", lines, traced)
+	}
+}
+
+// silent is a testing.T whose Errorf is dropped: analysistest.Run's
+// want comments are written for the flags' defaults, and this test reads
+// its results instead.
+type silent struct{ *testing.T }
+
+func (s *silent) Errorf(string, ...any) {}

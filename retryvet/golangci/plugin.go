@@ -23,6 +23,7 @@
 //	        description: retries that can repeat a side effect
 //	        settings:
 //	          show-ignored: false
+//	          key-headers: [Idempotency-Key, X-Dedupe-Token] # the defaults' place
 //
 // Then golangci-lint custom builds ./custom-gcl, and ./custom-gcl run
 // ./... reports what retryvet reports. The files in example/ are these,
@@ -31,6 +32,7 @@ package golangci
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/golangci/plugin-module-register/register"
 	"golang.org/x/tools/go/analysis"
@@ -46,6 +48,12 @@ type Settings struct {
 	// ShowIgnored also reports the findings a //retryvet:ignore
 	// directive silences, with its reason (retryvet's -show-ignored).
 	ShowIgnored bool `json:"show-ignored"`
+	// KeyHeaders are the headers a server dedupes on (retryvet's
+	// -key-headers); empty means retryvet.DefaultKeyHeaders.
+	KeyHeaders []string `json:"key-headers"`
+	// KeyFields are the JSON body fields a server dedupes on (retryvet's
+	// -key-fields); empty means retryvet.DefaultKeyFields.
+	KeyFields []string `json:"key-fields"`
 }
 
 // New is the plugin's constructor, with the signature golangci-lint's
@@ -61,10 +69,19 @@ func New(settings any) (register.LinterPlugin, error) {
 
 type plugin struct{ settings Settings }
 
-// BuildAnalyzers returns retryvet, with its flag set from the settings.
+// BuildAnalyzers returns retryvet, with its flags set from the settings.
 func (p plugin) BuildAnalyzers() ([]*analysis.Analyzer, error) {
-	if err := retryvet.Analyzer.Flags.Set("show-ignored", fmt.Sprint(p.settings.ShowIgnored)); err != nil {
-		return nil, err
+	headers, fields := retryvet.DefaultKeyHeaders, retryvet.DefaultKeyFields
+	if len(p.settings.KeyHeaders) > 0 {
+		headers = strings.Join(p.settings.KeyHeaders, ",")
+	}
+	if len(p.settings.KeyFields) > 0 {
+		fields = strings.Join(p.settings.KeyFields, ",")
+	}
+	for flag, v := range map[string]string{"show-ignored": fmt.Sprint(p.settings.ShowIgnored), "key-headers": headers, "key-fields": fields} {
+		if err := retryvet.Analyzer.Flags.Set(flag, v); err != nil {
+			return nil, err
+		}
 	}
 	return []*analysis.Analyzer{retryvet.Analyzer}, nil
 }

@@ -24,7 +24,7 @@ func TestRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newPlugin(map[string]any{"show-ignored": true})
+	p, err := newPlugin(map[string]any{"show-ignored": true, "key-headers": []any{"Idempotency-Key", "X-Dedupe-Token"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +33,18 @@ func TestRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer retryvet.Analyzer.Flags.Set("show-ignored", "false")
+	defer retryvet.Analyzer.Flags.Set("key-headers", retryvet.DefaultKeyHeaders)
 	if len(as) != 1 || as[0] != retryvet.Analyzer {
 		t.Fatalf("analyzers = %v, want retryvet's alone", as)
 	}
 	if got := retryvet.Analyzer.Flags.Lookup("show-ignored").Value.String(); got != "true" {
 		t.Errorf("show-ignored = %s, want true from the settings", got)
+	}
+	if got := retryvet.Analyzer.Flags.Lookup("key-headers").Value.String(); got != "Idempotency-Key,X-Dedupe-Token" {
+		t.Errorf("key-headers = %s, want the settings'", got)
+	}
+	if got := retryvet.Analyzer.Flags.Lookup("key-fields").Value.String(); got != retryvet.DefaultKeyFields {
+		t.Errorf("key-fields = %s, want the default where the settings name none", got)
 	}
 	if p.GetLoadMode() != register.LoadModeTypesInfo {
 		t.Errorf("load mode = %q, want %q: the rules read types", p.GetLoadMode(), register.LoadModeTypesInfo)
