@@ -193,7 +193,11 @@ func run(pass *analysis.Pass) (any, error) {
 			c.function(body)
 		}
 		if fd, ok := n.(*ast.FuncDecl); ok && body != nil && c.recurses(fd) {
+			// Its call of itself repeats it; it is no wait, though it may
+			// reach one (a redirect followed by recursion is no retry).
+			c.self = pass.TypesInfo.Defs[fd.Name].(*types.Func)
 			c.loop(body, fd, body, false, c.setsKey(body), "recursion")
+			c.self = nil
 		}
 	})
 	return nil, nil
@@ -216,6 +220,7 @@ type checker struct {
 	keyNamedInPackage bool // the package names the Idempotency-Key header somewhere
 
 	reported map[token.Pos]bool // where a finding was reported
+	self     *types.Func        // the function whose recursion is being checked
 
 	waiting map[*types.Func]bool          // the package's functions that wait (see waits)
 	decls   map[*types.Func]*ast.FuncDecl // the package's functions, by object
@@ -809,7 +814,7 @@ func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, wai
 			return true
 		}
 		fn := c.callee(call)
-		if fn == nil {
+		if fn == nil || fn == c.self {
 			return true
 		}
 		switch path, name := pkgPath(fn), fn.Name(); {
