@@ -70,8 +70,9 @@ type Options struct {
 	TTL time.Duration
 }
 
-// New returns a Store on client, which may be a *redis.Client, a
-// *redis.ClusterClient or a *redis.Ring (each quota is one key).
+// New returns a Store on client: a *redis.Client, or a
+// *redis.ClusterClient or *redis.Ring, since each quota is one key read
+// and written by single-key commands (the tests run on a single server).
 func New(client redis.UniversalClient, o Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redispacer: nil client")
