@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"go/ast"
 	"go/types"
+
+	"golang.org/x/tools/go/ast/inspector"
 )
 
 // retriesFunc is the fact of a function that calls its function parameter
@@ -142,7 +144,69 @@ func (c *checker) retriedClosure(body *ast.BlockStmt, call *ast.CallExpr, keyed 
 		return
 	}
 	i, ok := c.retriedParam(fn)
-	if !ok || len(call.Args) <= i {
+	if !ok {
+		return
+	}
+	helper := fn.Name()
+	if p := fn.Pkg(); p != nil && p != c.pass.Pkg {
+		helper = p.Name() + "." + helper
+	}
+	c.retriedOperation(body, call, keyed, i, helper)
+}
+
+// retryValues finds the variables and fields the package assigns a
+// retry helper (s.retry = backoff.Retry, var retry = retrier.Do, a
+// struct literal's field), with the index of the operation it retries:
+// a call through one retries its operation as a call of the helper does.
+func (c *checker) retryValues(ins *inspector.Inspector) {
+	c.retryValue = map[types.Object]int{}
+	record := func(lhs types.Object, rhs ast.Expr) {
+		if fn := c.funcRef(ast.Unparen(rhs)); lhs != nil && fn != nil {
+			if i, ok := c.retriedParam(fn); ok {
+				c.retryValue[lhs] = i
+			}
+		}
+	}
+	ins.Preorder([]ast.Node{(*ast.AssignStmt)(nil), (*ast.ValueSpec)(nil), (*ast.KeyValueExpr)(nil)}, func(n ast.Node) {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			if len(n.Lhs) == len(n.Rhs) {
+				for i, l := range n.Lhs {
+					record(c.objectOf(l), n.Rhs[i])
+				}
+			}
+		case *ast.ValueSpec:
+			if len(n.Names) == len(n.Values) {
+				for i, id := range n.Names {
+					record(c.pass.TypesInfo.ObjectOf(id), n.Values[i])
+				}
+			}
+		case *ast.KeyValueExpr:
+			if id, ok := n.Key.(*ast.Ident); ok {
+				if f, ok := c.pass.TypesInfo.ObjectOf(id).(*types.Var); ok && f.IsField() {
+					record(f, n.Value)
+				}
+			}
+		}
+	})
+}
+
+// retriedThroughValue checks a call through a variable or field that
+// holds a retry helper (see retryValues).
+func (c *checker) retriedThroughValue(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
+	obj := c.objectOf(ast.Unparen(call.Fun))
+	if obj == nil {
+		return
+	}
+	if i, ok := c.retryValue[obj]; ok {
+		c.retriedOperation(body, call, keyed, i, obj.Name())
+	}
+}
+
+// retriedOperation checks the operation argument i of call, a call of the
+// retry helper named helper.
+func (c *checker) retriedOperation(body *ast.BlockStmt, call *ast.CallExpr, keyed bool, i int, helper string) {
+	if len(call.Args) <= i {
 		return
 	}
 	var opBody *ast.BlockStmt // what is retried: a function literal, or a function of the package passed by name
@@ -156,10 +220,6 @@ func (c *checker) retriedClosure(body *ast.BlockStmt, call *ast.CallExpr, keyed 
 		}
 		// Its requests are built in its own body, and keyed there or not.
 		opBody, body, keyed = fd.Body, fd.Body, c.setsKey(fd.Body)
-	}
-	helper := fn.Name()
-	if p := fn.Pkg(); p != nil && p != c.pass.Pkg {
-		helper = p.Name() + "." + helper
 	}
 	for _, s := range c.sends(opBody) {
 		if m, ok := c.sentMethod(body, s); ok && unsafeMethod(m) && !keyed {

@@ -179,6 +179,7 @@ func run(pass *analysis.Pass) (any, error) {
 	c.waiters(decls)
 	c.forwarders(decls)
 	c.retryHelpers(decls)
+	c.retryValues(ins)
 	c.senders(decls)
 	ins.Preorder([]ast.Node{(*ast.CompositeLit)(nil)}, func(n ast.Node) { c.stripeConfig(n.(*ast.CompositeLit)) })
 	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)}, func(n ast.Node) {
@@ -221,6 +222,8 @@ type checker struct {
 
 	reported map[token.Pos]bool // where a finding was reported
 	self     *types.Func        // the function whose recursion is being checked
+
+	retryValue map[types.Object]int // variables and fields holding a retry helper: the index of its operation
 
 	waiting map[*types.Func]bool          // the package's functions that wait (see waits)
 	decls   map[*types.Func]*ast.FuncDecl // the package's functions, by object
@@ -514,6 +517,7 @@ func (c *checker) function(body *ast.BlockStmt) {
 func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 	fn := c.callee(call)
 	if fn == nil {
+		c.retriedThroughValue(body, call, keyed)
 		return
 	}
 	c.forwardedCall(call, keyed)
