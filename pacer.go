@@ -176,39 +176,24 @@ func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason,
 		if !mayWait {
 			limit = 0
 		}
-		var (
-			t       pace.Turn
-			ok      bool
-			probing bool
-			probe   chan struct{}
-		)
-		if !h.update(ctx, func(w *pace.Window) {
-			t, ok = w.Take(now, p == overload.Critical, limit)
-			probing, probe = w.Probing(), nil
-			if probing && h.pacer.Store == nil { // h.mu is held
-				if h.probe == nil {
-					h.probe = make(chan struct{})
-				}
-				if t.Held {
-					probe = h.probe
-				}
-			}
-		}) {
+		op, stored := h.update(ctx, windowOp{kind: opTake, now: now, critical: p == overload.Critical, limit: limit})
+		if !stored {
 			*seq = 0
 			return h.unstored(ctx)
 		}
+		t, ok := op.turn, op.ok
 		if !ok {
 			return ReasonPaced, fmt.Errorf("%w: next request in %v", errPaced, t.Wait.Round(time.Millisecond))
 		}
 		*seq = t.Seq
-		if t.Held && probing && h.pacer.Store != nil {
+		if t.Held && op.probing && h.pacer.Store != nil {
 			t.Wait = min(t.Wait, pace.StorePoll) // the probe may be answered in another process
 		}
 		if t.Wait > 0 {
 			timer := time.NewTimer(t.Wait)
 			select {
 			case <-timer.C:
-			case <-probe: // nil unless held for the probe
+			case <-op.probe: // nil unless held for the probe
 			case <-ctx.Done():
 				timer.Stop()
 				h.answer(t.Seq, false)
@@ -218,11 +203,12 @@ func (h *hostPace) allow(ctx context.Context, mayWait bool, seq *int64) (Reason,
 			if !t.Held {
 				// Its slot has come: sent if a response read meanwhile
 				// did not show the key's other users took its room.
-				if !h.update(ctx, func(w *pace.Window) { ok = w.Confirm(t.Seq) }) {
+				c, stored := h.update(ctx, windowOp{kind: opConfirm, seq: t.Seq})
+				if !stored {
 					*seq = 0
 					return h.unstored(ctx)
 				}
-				if !ok {
+				if !c.ok {
 					*seq = 0
 					continue
 				}
@@ -243,29 +229,84 @@ func (h *hostPace) unstored(ctx context.Context) (Reason, error) {
 	return ReasonNone, nil
 }
 
-// update applies f to the host's window: under h.mu, or, when the Pacer
-// has a Store, to the window stored there (f may then run more than
-// once, and must only set what it returns). It reports false when the
-// Store failed; the failure is logged once.
-func (h *hostPace) update(ctx context.Context, f func(w *pace.Window)) bool {
-	s := h.pacer.Store
-	if s == nil {
-		h.mu.Lock()
-		f(&h.w)
-		h.wake()
-		h.mu.Unlock()
-		return true
+// windowOp is one operation on a host's window, and what it returned:
+// a value, so that a Pacer without a Store takes no allocation for it,
+// and one with a Store can apply it again to the state another process
+// changed meanwhile.
+type windowOp struct {
+	kind     opKind
+	now      time.Time
+	critical bool          // opTake
+	limit    time.Duration // opTake: the longest wait
+	seq      int64         // opConfirm, opAnswer, opTell
+	given    bool          // opAnswer
+	q        pace.Quota    // opTell
+
+	turn    pace.Turn     // opTake
+	ok      bool          // opTake, opConfirm
+	probing bool          // opTake: a probe is out
+	probe   chan struct{} // opTake, held for a probe in this process: closed at its answer
+}
+
+type opKind uint8
+
+const (
+	opTake opKind = iota
+	opConfirm
+	opAnswer
+	opTell
+)
+
+// apply runs op on w.
+func (op *windowOp) apply(w *pace.Window) {
+	switch op.kind {
+	case opTake:
+		op.turn, op.ok = w.Take(op.now, op.critical, op.limit)
+		op.probing = w.Probing()
+	case opConfirm:
+		op.ok = w.Confirm(op.seq)
+	case opAnswer:
+		w.Answer(op.seq, op.given)
+	case opTell:
+		w.Tell(op.now, op.seq, op.q)
 	}
-	err := s.Update(ctx, h.key, func(state []byte) []byte {
+}
+
+// update applies op to the host's window: under h.mu, or, when the
+// Pacer has a Store, to the window stored there. It reports false when
+// the Store failed; the failure is logged once.
+func (h *hostPace) update(ctx context.Context, op windowOp) (windowOp, bool) {
+	if h.pacer.Store != nil {
+		return h.updateStored(ctx, op)
+	}
+	h.mu.Lock()
+	op.apply(&h.w)
+	if op.probing {
+		if h.probe == nil {
+			h.probe = make(chan struct{})
+		}
+		if op.turn.Held {
+			op.probe = h.probe
+		}
+	}
+	h.wake()
+	h.mu.Unlock()
+	return op, true
+}
+
+// updateStored is update through the Pacer's Store, which may apply op
+// more than once: each time to the state as it then is.
+func (h *hostPace) updateStored(ctx context.Context, op windowOp) (windowOp, bool) {
+	err := h.pacer.Store.Update(ctx, h.key, func(state []byte) []byte {
 		var w pace.Window
 		_ = w.Decode(state) // not a Window (none yet, or another version's): the zero Window, which the next response tells
-		f(&w)
+		op.apply(&w)
 		return w.Append(nil)
 	})
 	if err != nil && ctx.Err() == nil && h.pacer.storeFailed.CompareAndSwap(false, true) {
 		h.pacer.logger().Warn("retryhttp: the Pacer's Store failed; requests go unpaced while it does", "host", h.key, "error", err)
 	}
-	return err == nil
+	return op, err == nil
 }
 
 // cancel gives back an admitted request that a later brake refused.
@@ -277,7 +318,7 @@ func (h *hostPace) answer(seq int64, given bool) {
 	if seq <= 0 {
 		return
 	}
-	h.update(context.Background(), func(w *pace.Window) { w.Answer(seq, given) })
+	h.update(context.Background(), windowOp{kind: opAnswer, seq: seq, given: given})
 }
 
 // wake lets the requests held for a probe go once it is answered; h.mu
@@ -310,17 +351,18 @@ func (h *hostPace) report(resp *http.Response, seq int64) {
 		h.answer(seq, false) // nothing usable
 		return
 	}
-	h.update(context.Background(), func(w *pace.Window) {
-		w.Tell(now, seq, pace.Quota{Remaining: q.remaining, Reset: now.Add(q.reset), Coarse: q.coarse})
-	})
+	h.update(context.Background(), windowOp{kind: opTell, now: now, seq: seq,
+		q: pace.Quota{Remaining: q.remaining, Reset: now.Add(q.reset), Coarse: q.coarse}})
 }
 
 // quotaNames are the headers that open each dialect readQuota reads.
 // Until a host has sent one, report looks for one of them in each of its
 // responses, at random (and for all in a 429): a host that sends none
 // costs one lookup a response, and one that sends them on every response
-// is found within a few.
-var quotaNames = [...]string{"Ratelimit", "Ratelimit-Remaining", "X-Ratelimit-Remaining", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Remaining-Tokens"}
+// is found within a few. OpenAI's token headers come with its request
+// headers, and a 429 is read whole: the token pair needs no name here,
+// which would make every other host's found more slowly.
+var quotaNames = [...]string{"Ratelimit", "Ratelimit-Remaining", "X-Ratelimit-Remaining", "X-Ratelimit-Remaining-Requests"}
 
 // quota is what a response's headers say of its host's rate limit: the
 // requests left, and the time until the window resets.
