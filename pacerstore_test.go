@@ -45,7 +45,7 @@ func (m *memStore) Update(_ context.Context, key string, f func([]byte) []byte) 
 // the others' requests take what each thinks is left. Varied over
 // quotas, dialects, and a store that calls f again.
 func TestPacerSharedThroughStore(t *testing.T) {
-	for _, dialect := range []string{"github", "ietf"} {
+	for _, dialect := range []string{"github", "ietf", "draft", "openai"} {
 		for _, q := range []struct {
 			n      int
 			window time.Duration

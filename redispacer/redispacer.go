@@ -10,8 +10,10 @@
 // Each host's quota is one key, updated by compare-and-set: a read, then a
 // script that writes only if the key still holds what was read (two round
 // trips; when another process wrote meanwhile, both again). A Pacer updates
-// it up to three times a request to a host that sends rate-limit headers,
-// and never for one that does not. The processes' clocks must agree to
+// it two or three times for each request it sends to a host that sends
+// rate-limit headers, every 50 ms for each request held while a window's
+// first request learns the new quota, and never for a host that sends
+// none. The processes' clocks must agree to
 // well within a second (NTP does): a window's reset is a time of day.
 //
 // Nothing here must survive a restart or an eviction: a quota Redis drops
