@@ -38,6 +38,12 @@ type probeState uint8
 // answer: a slow or lost probe delays the others by at most this much.
 const ProbeWait = time.Second
 
+// ResetGrace is how long the requests wait after a response that said
+// none are left and gave a reset already past: a reset rounded down, by
+// less than this to the millisecond, and by up to a second when told in
+// whole seconds (which a probe then finds out; see Tell).
+const ResetGrace = 10 * time.Millisecond
+
 // StorePoll is how often a request held for a probe asks again when the
 // Window is shared by processes (through a retryhttp.PacerStore): the
 // probe may be answered in another process, which cannot wake it.
@@ -208,6 +214,13 @@ func (w *Window) Tell(now time.Time, seq int64, q Quota) {
 	}
 	if seq < w.newest {
 		return // told already
+	}
+	if !q.Reset.After(now) && q.Remaining == 0 {
+		// None left, and the window said to be over already: its reset
+		// was rounded down (to the millisecond, or to "0s"), and the
+		// host's window has not yet ended. The requests wait ResetGrace
+		// before the next asks, rather than each meeting a 429 at once.
+		q.Reset = now.Add(ResetGrace)
 	}
 	if !q.Reset.After(now) {
 		if !w.known && w.probe == probeNone {

@@ -345,3 +345,25 @@ func TestAnswersOfALostWindow(t *testing.T) {
 		t.Fatalf("answered %d of %d admitted", w.answered, w.admitted)
 	}
 }
+
+// A response that says none are left with a reset already past (rounded
+// down to the millisecond, or "0s", while the host's window has a moment
+// to run) holds the requests ResetGrace, instead of letting each go at
+// once as a new probe to meet a 429; in whole seconds or not.
+func TestResetRoundedDownHoldsAMoment(t *testing.T) {
+	for _, tc := range []struct {
+		past   time.Duration // how far before now the reset was told
+		coarse bool
+	}{{0, false}, {500 * time.Microsecond, false}, {0, true}} {
+		w := told(5, time.Second, tc.coarse)
+		at := t0.Add(time.Second) // the reset told: the window is over for the client
+		probe, _ := w.Take(at, false, time.Minute)
+		w.Tell(at, probe.Seq, Quota{Remaining: 0, Reset: at.Add(-tc.past), Coarse: tc.coarse})
+		for i := range 3 {
+			turn, ok := w.Take(at, false, time.Minute)
+			if !ok || !turn.Held || turn.Wait <= 0 || turn.Wait > time.Second+ResetGrace {
+				t.Fatalf("reset %v past, coarse %v: request %d after the probe's 429: %+v ok %v; want held a moment", tc.past, tc.coarse, i+1, turn, ok)
+			}
+		}
+	}
+}
