@@ -238,19 +238,8 @@ func (c *checker) retriedOperation(body *ast.BlockStmt, call *ast.CallExpr, keye
 // funcRef returns the function or method e names (f, pkg.F, s.method),
 // or nil.
 func (c *checker) funcRef(e ast.Expr) *types.Func {
-	switch e := e.(type) {
-	case *ast.Ident:
-		f, _ := c.pass.TypesInfo.Uses[e].(*types.Func)
-		return f
-	case *ast.SelectorExpr:
-		if sel, ok := c.pass.TypesInfo.Selections[e]; ok {
-			f, _ := sel.Obj().(*types.Func)
-			return f
-		}
-		f, _ := c.pass.TypesInfo.Uses[e.Sel].(*types.Func)
-		return f
-	}
-	return nil
+	f, _ := c.objectOf(e).(*types.Func)
+	return f
 }
 
 // sends returns the HTTP sends in body, not counting function literals.

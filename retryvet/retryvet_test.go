@@ -41,7 +41,7 @@ func TestAnalyzer(t *testing.T) {
 		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets",
 		"./safe_retrymax_zero", "./safe_ignored", "./safe_checkretry_method", "./safe_retry_helper",
 		"./unsafe_helpers", "./safe_helpers", "./helpers/...", "./unsafe_any_method", "./safe_any_method", "./safe_any_method_keyed",
-		"./safe_checkretry_optin", "./unsafe_checkretry_5xx", "./unsafe_rehttp", "./safe_rehttp", "./safe_vendor_keys", "./custom_key_header")
+		"./safe_checkretry_optin", "./unsafe_checkretry_5xx", "./unsafe_rehttp", "./safe_rehttp", "./safe_vendor_keys", "./custom_key_header", "./safe_paced")
 }
 
 // With -show-ignored, a finding a directive silences is reported with

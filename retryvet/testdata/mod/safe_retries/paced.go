@@ -31,13 +31,3 @@ func submit(c *http.Client, orders []order) {
 		time.Sleep(time.Second / 10)
 	}
 }
-
-// sendAll sends requests it is given, one after another.
-func sendAll(c *http.Client, reqs []*http.Request) {
-	for _, r := range reqs {
-		if resp, err := c.Do(r); err == nil {
-			resp.Body.Close()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
