@@ -117,16 +117,6 @@ func (h *Hedging) delay(l *latencies) (time.Duration, bool) {
 	return l.quantile(q)
 }
 
-// delayFor returns the hedging delay for the request r was made for, and
-// false when it is not hedged: r is nil, or the host's latencies are not
-// known yet.
-func (r *raceParams) delayFor(h *Hedging) (time.Duration, bool) {
-	if r == nil {
-		return 0, false
-	}
-	return h.delay(r.lat)
-}
-
 func (h *Hedging) maxHedges() int {
 	if h.MaxHedges == 0 {
 		return defaults.MaxHedges

@@ -283,17 +283,26 @@ type exchange struct {
 	due  time.Duration  // when the next attempt is sent, on mono's clock: close enough for the Throttle's window
 }
 
-// roundTrip is RoundTrip inside the hooks' wrappers. It prepares the
-// exchange, the attempts' shared state, in a variable of its own stack
-// (the Policy, the key: the caller's, derived from the operation, or
-// injected; whether a layer above retries too, then it is sent once; the
-// body, the brakes and the hedging), and runs them.
+// roundTrip is RoundTrip inside the hooks' wrappers: it prepares the
+// exchange, the attempts' shared state, on its own stack (see begin), and
+// runs the attempts.
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL == nil {
-		closeRequestBody(req)
-		return nil, errors.New("retryhttp: nil Request.URL")
-	}
 	var x exchange
+	if err := t.begin(&x, req); err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	return t.run(&x)
+}
+
+// begin prepares x for req: the Policy, the key (the caller's, derived
+// from the operation, or injected), whether a layer above retries too
+// (then the request is sent once), the body, the brakes and the hedging.
+// The caller closes req's body on an error.
+func (t *Transport) begin(x *exchange, req *http.Request) error {
+	if req.URL == nil {
+		return errors.New("retryhttp: nil Request.URL")
+	}
 	x.req, x.ctx = req, req.Context()
 	c := callFrom(x.ctx)
 	p, err := t.policy(c.policy)
@@ -301,14 +310,13 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		err = t.Hedge.Validate() // every request fails on it, hedged or not, as on an invalid Policy
 	}
 	if err != nil {
-		closeRequestBody(req)
-		return nil, err
+		return err
 	}
 	// The rules for judging an outcome, as the fields say now, written in
 	// place: a rules value built and copied in costs 22 instructions more.
 	x.judge.statuses, x.judge.shouldRetry, x.judge.hints = t.RetryStatuses, t.ShouldRetry, t.RetryHints
 	x.prep.req, x.prep.header, x.prep.attemptHeader, x.prep.before = req, req.Header, t.AttemptHeader, t.BeforeAttempt
-	stableKey, derived := t.key(&x)
+	stableKey, derived := t.key(x)
 	var rewritten bool
 	if x.ctx, x.prep.header, rewritten = requestPriority(x.ctx, x.prep.header); rewritten {
 		x.prep.rewritten = true
@@ -316,7 +324,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	x.start, x.p = mono(), p
 	x.due = x.start
 	if p.MaxAttempts > 1 { // a Transport that sends once stacks on nothing
-		if signal := t.upperRetry(&x, c, stableKey, derived); signal != stackedNone {
+		if signal := t.upperRetry(x, c, stableKey, derived); signal != stackedNone {
 			once := *p
 			once.MaxAttempts = 1 // the layer above retries: send this once
 			x.p = &once
@@ -325,12 +333,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x.replayable = x.keyed || wire.Idempotent(req.Method) || x.p.RetryNonIdempotent
 	if err = x.prep.body.load(req, x.p); err != nil {
-		closeRequestBody(req)
-		return nil, err
+		return err
 	}
 	x.prep.checkAsIs()
-	t.attach(&x)
-	return t.run(&x)
+	t.attach(x)
+	return nil
 }
 
 // key gives x the Idempotency-Key its attempts carry: the caller's, or,
@@ -445,8 +452,11 @@ func (t *Transport) admit(x *exchange, n int, sent *sentAttempt) (*http.Request,
 func (t *Transport) sendAttempt(x *exchange, areq *http.Request, n int, sent *sentAttempt) (*http.Request, *http.Response, error, int) {
 	var resp *http.Response
 	var err error
-	if delay, ok := x.hedge.delayFor(t.Hedge); ok && n < x.p.MaxAttempts {
-		x.hedge.delay = delay
+	var hedged bool // a hedge is possible and the host's latencies are known
+	if x.hedge != nil && n < x.p.MaxAttempts {
+		x.hedge.delay, hedged = t.Hedge.delay(x.hedge.lat)
+	}
+	if hedged {
 		var copies int
 		areq, resp, err, copies = x.hedge.race(x.ctx, areq, n, sent)
 		n += copies - 1

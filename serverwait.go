@@ -2,11 +2,72 @@ package retryhttp
 
 import (
 	"iter"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// This file holds how long a server asks its client to wait: Retry-After,
+// the rate-limit dialects real APIs speak instead, and the small readers of
+// header field values that they, the retry decision and the stacked-retry
+// signals share.
+
+// ServerWait returns how long resp asks its client to wait before sending
+// again: its Retry-After (RFC 9110 §10.2.3), or, when it has no usable
+// one, what the first of hints that answers reads (nil means
+// DefaultRetryHints(); an empty slice reads none). ok is false when the
+// response asks for nothing. It is the one reading of a server's wait in
+// this library: the Transport waits what it says (within
+// Policy.MaxRetryAfter), and the outbox relay and retryhttptest call it.
+func ServerWait(resp *http.Response, now time.Time, hints []RetryHint) (time.Duration, bool) {
+	if d, ok := parseRetryAfter(field(resp.Header, "Retry-After"), now); ok {
+		return d, true
+	}
+	if hints == nil {
+		hints = defaultRetryHints
+	}
+	for _, h := range hints {
+		if d, ok := h(resp, now); ok {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// parseRetryAfter reads a Retry-After header value (RFC 9110 §10.2.3):
+// either delta-seconds or an HTTP-date in any of the three forms
+// http.ParseTime accepts. ok is false for a missing, malformed or negative
+// value and for a date that is not after now, so the caller falls back to
+// its own backoff. A delta too large to represent saturates, so it is still
+// recognised as "longer than we will wait".
+func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = trimOWS(v)
+	if v == "" {
+		return 0, false
+	}
+	if isDigits(v) {
+		const maxSeconds = math.MaxInt64 / int64(time.Second)
+		var secs int64
+		for i := 0; i < len(v); i++ {
+			secs = secs*10 + int64(v[i]-'0')
+			if secs > maxSeconds {
+				return time.Duration(math.MaxInt64), true
+			}
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d = t.Sub(now)
+	if d <= 0 {
+		return 0, false
+	}
+	return d, true
+}
 
 // RetryHint reads, from a retryable response without a usable Retry-After,
 // how long the server wants the client to wait: the rate-limit dialects
@@ -176,25 +237,36 @@ func rateLimitItems(v string) iter.Seq[rateLimitItem] {
 // parseRateLimitField reads a RateLimit field value for the wait it
 // asks for.
 func parseRateLimitField(v string, is429 bool) (time.Duration, bool) {
-	var longestExhausted, shortest time.Duration = -1, -1
+	w := quotaWait{longestExhausted: -1, shortest: -1}
 	for it := range rateLimitItems(v) {
-		r, t := it.r, it.t
-		if t < 0 {
-			continue
-		}
-		d := seconds(t)
-		if r == 0 {
-			longestExhausted = max(longestExhausted, d)
-		}
-		if shortest < 0 || d < shortest {
-			shortest = d
+		if it.t >= 0 {
+			w.add(seconds(it.t), it.r == 0)
 		}
 	}
+	return w.wait(is429)
+}
+
+// quotaWait picks the wait among several quotas' resets: the longest
+// among the quotas with none left; when no quota is spent, the shortest,
+// and only on a 429 (the server refused, and the first reset may let the
+// request through).
+type quotaWait struct{ longestExhausted, shortest time.Duration }
+
+func (w *quotaWait) add(reset time.Duration, exhausted bool) {
+	if exhausted {
+		w.longestExhausted = max(w.longestExhausted, reset)
+	}
+	if w.shortest < 0 || reset < w.shortest {
+		w.shortest = reset
+	}
+}
+
+func (w *quotaWait) wait(is429 bool) (time.Duration, bool) {
 	switch {
-	case longestExhausted >= 0:
-		return longestExhausted, true
-	case is429 && shortest >= 0:
-		return shortest, true
+	case w.longestExhausted >= 0:
+		return w.longestExhausted, true
+	case is429 && w.shortest >= 0:
+		return w.shortest, true
 	}
 	return 0, false
 }
@@ -204,7 +276,7 @@ func parseRateLimitField(v string, is429 bool) (time.Duration, bool) {
 // the longest reset among the quotas whose x-ratelimit-remaining-* is 0;
 // when neither says 0, the shortest reset, on a 429 only.
 func openAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
-	var longestExhausted, shortest time.Duration = -1, -1
+	w := quotaWait{longestExhausted: -1, shortest: -1}
 	for _, q := range [...]struct{ reset, remaining string }{
 		{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Requests"},
 		{"X-Ratelimit-Reset-Tokens", "X-Ratelimit-Remaining-Tokens"},
@@ -217,20 +289,9 @@ func openAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
 		if err != nil || d < 0 {
 			continue
 		}
-		if trimOWS(field(resp.Header, q.remaining)) == "0" {
-			longestExhausted = max(longestExhausted, d)
-		}
-		if shortest < 0 || d < shortest {
-			shortest = d
-		}
+		w.add(d, trimOWS(field(resp.Header, q.remaining)) == "0")
 	}
-	switch {
-	case longestExhausted >= 0:
-		return longestExhausted, true
-	case resp.StatusCode == http.StatusTooManyRequests && shortest >= 0:
-		return shortest, true
-	}
-	return 0, false
+	return w.wait(resp.StatusCode == http.StatusTooManyRequests)
 }
 
 // seconds converts a count of seconds to a Duration, saturating, so a huge
@@ -244,3 +305,51 @@ func seconds(s float64) time.Duration {
 }
 
 var defaultRetryHints = DefaultRetryHints()
+
+// field returns the first value of the header field named, in canonical
+// form, by name: a map lookup. Header.Get canonicalises its argument on
+// every call, which the hints would pay for on every retry, for names that
+// are constants.
+func field(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// fieldInt reads the integer after prefix in v.
+func fieldInt(v, prefix string) (int, bool) {
+	i := strings.Index(v, prefix)
+	if i < 0 {
+		return 0, false
+	}
+	v = v[i+len(prefix):]
+	end := 0
+	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
+		end++
+	}
+	n, err := strconv.Atoi(v[:end])
+	return n, err == nil
+}
+
+// trimOWS strips the optional white space (SP, HTAB) HTTP allows around a
+// field value.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// isDigits reports whether s is a run of ASCII digits (empty counts).
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
