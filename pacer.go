@@ -362,7 +362,7 @@ func (h *hostPace) report(resp *http.Response, seq int64) {
 // is found within a few. OpenAI's token headers come with its request
 // headers, and a 429 is read whole: the token pair needs no name here,
 // which would make every other host's found more slowly.
-var quotaNames = [...]string{"Ratelimit", "Ratelimit-Remaining", "X-Ratelimit-Remaining", "X-Ratelimit-Remaining-Requests"}
+var quotaNames = [...]string{"Ratelimit", "Ratelimit-Remaining", "X-Ratelimit-Remaining", openAIQuotas[0].remaining}
 
 // quota is what a response's headers say of its host's rate limit: the
 // requests left, and the time until the window resets.
@@ -413,10 +413,11 @@ func readQuota(hd http.Header, clock func() time.Time) (q quota, now time.Time, 
 // it is not spread, but a spent one holds every request until its reset,
 // as a spent request quota does.
 func tokensSpent(hd http.Header) (time.Duration, bool) {
-	if trimOWS(field(hd, "X-Ratelimit-Remaining-Tokens")) != "0" {
+	tokens := openAIQuotas[1]
+	if trimOWS(field(hd, tokens.remaining)) != "0" {
 		return 0, false
 	}
-	d, err := time.ParseDuration(trimOWS(field(hd, "X-Ratelimit-Reset-Tokens")))
+	d, err := time.ParseDuration(trimOWS(field(hd, tokens.reset)))
 	return d, err == nil && d > 0
 }
 
@@ -429,7 +430,7 @@ var quotaDialects = [...]struct {
 }{
 	{"Ratelimit-Remaining", "Ratelimit-Reset", false},
 	{"X-Ratelimit-Remaining", "X-Ratelimit-Reset", false},
-	{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", true},
+	{openAIQuotas[0].remaining, openAIQuotas[0].reset, true},
 }
 
 // parseQuota reads one dialect's pair.

@@ -237,7 +237,7 @@ func rateLimitItems(v string) iter.Seq[rateLimitItem] {
 // parseRateLimitField reads a RateLimit field value for the wait it
 // asks for.
 func parseRateLimitField(v string, is429 bool) (time.Duration, bool) {
-	w := quotaWait{longestExhausted: -1, shortest: -1}
+	var w quotaWait
 	for it := range rateLimitItems(v) {
 		if it.t >= 0 {
 			w.add(seconds(it.t), it.r == 0)
@@ -250,22 +250,26 @@ func parseRateLimitField(v string, is429 bool) (time.Duration, bool) {
 // among the quotas with none left; when no quota is spent, the shortest,
 // and only on a 429 (the server refused, and the first reset may let the
 // request through).
-type quotaWait struct{ longestExhausted, shortest time.Duration }
+// The zero quotaWait has seen no quota.
+type quotaWait struct {
+	longestExhausted, shortest time.Duration
+	exhausted, any             bool // a quota with none left; any quota
+}
 
 func (w *quotaWait) add(reset time.Duration, exhausted bool) {
-	if exhausted {
-		w.longestExhausted = max(w.longestExhausted, reset)
+	if exhausted && (!w.exhausted || reset > w.longestExhausted) {
+		w.longestExhausted, w.exhausted = reset, true
 	}
-	if w.shortest < 0 || reset < w.shortest {
-		w.shortest = reset
+	if !w.any || reset < w.shortest {
+		w.shortest, w.any = reset, true
 	}
 }
 
 func (w *quotaWait) wait(is429 bool) (time.Duration, bool) {
 	switch {
-	case w.longestExhausted >= 0:
+	case w.exhausted:
 		return w.longestExhausted, true
-	case is429 && w.shortest >= 0:
+	case is429 && w.any:
 		return w.shortest, true
 	}
 	return 0, false
@@ -276,11 +280,8 @@ func (w *quotaWait) wait(is429 bool) (time.Duration, bool) {
 // the longest reset among the quotas whose x-ratelimit-remaining-* is 0;
 // when neither says 0, the shortest reset, on a 429 only.
 func openAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
-	w := quotaWait{longestExhausted: -1, shortest: -1}
-	for _, q := range [...]struct{ reset, remaining string }{
-		{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Remaining-Requests"},
-		{"X-Ratelimit-Reset-Tokens", "X-Ratelimit-Remaining-Tokens"},
-	} {
+	var w quotaWait
+	for _, q := range openAIQuotas {
 		v := trimOWS(field(resp.Header, q.reset))
 		if v == "" {
 			continue
@@ -292,6 +293,13 @@ func openAIResets(resp *http.Response, _ time.Time) (time.Duration, bool) {
 		w.add(d, trimOWS(field(resp.Header, q.remaining)) == "0")
 	}
 	return w.wait(resp.StatusCode == http.StatusTooManyRequests)
+}
+
+// openAIQuotas are the headers of OpenAI's two quotas, requests and
+// tokens: the count left, and the reset as a Go duration ("6m0s").
+var openAIQuotas = [...]struct{ remaining, reset string }{
+	{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	{"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
 }
 
 // seconds converts a count of seconds to a Duration, saturating, so a huge

@@ -125,6 +125,12 @@ type nameList struct{ list []string }
 
 func (l *nameList) String() string { return strings.Join(l.list, ",") }
 
+// has reports whether l names s, in any case: header names are
+// case-insensitive, and so are the JSON field names encoding/json matches.
+func (l *nameList) has(s string) bool {
+	return slices.ContainsFunc(l.list, func(k string) bool { return strings.EqualFold(k, s) })
+}
+
 func (l *nameList) Set(v string) error {
 	l.list = nil
 	for n := range strings.SplitSeq(v, ",") {
@@ -275,12 +281,12 @@ func (c *checker) scanPackage(ins *inspector.Inspector) {
 		case *ast.CallExpr:
 			c.scanRestyCall(n)
 			for _, a := range n.Args {
-				if s, ok := constString(c.pass.TypesInfo, a); ok && c.isKey(s) {
+				if s, ok := constString(c.pass.TypesInfo, a); ok && keyHeaders.has(s) {
 					c.keyNamedInPackage = true
 				}
 			}
 		case *ast.IndexExpr:
-			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && c.isKey(s) {
+			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && keyHeaders.has(s) {
 				c.keyNamedInPackage = true
 			}
 		case *ast.CompositeLit:
@@ -974,11 +980,11 @@ func (c *checker) setsKey(body *ast.BlockStmt) bool {
 	ast.Inspect(body, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.IndexExpr:
-			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && c.isKey(s) {
+			if s, ok := constString(c.pass.TypesInfo, n.Index); ok && keyHeaders.has(s) {
 				found = true
 			}
 		case *ast.KeyValueExpr:
-			if s, ok := constString(c.pass.TypesInfo, n.Key); ok && (c.isKey(s) || isKeyField(s)) {
+			if s, ok := constString(c.pass.TypesInfo, n.Key); ok && (keyHeaders.has(s) || keyFields.has(s)) {
 				found = true // a header map's, or a JSON body map's
 			}
 		case *ast.CompositeLit, *ast.AssignStmt:
@@ -1002,7 +1008,7 @@ func (c *checker) keySets(n ast.Node) []*ast.CallExpr {
 		if !ok || sel.Sel.Name != "Set" && sel.Sel.Name != "Add" && sel.Sel.Name != "SetHeader" {
 			return true
 		}
-		if s, ok := constString(c.pass.TypesInfo, call.Args[0]); ok && c.isKey(s) {
+		if s, ok := constString(c.pass.TypesInfo, call.Args[0]); ok && keyHeaders.has(s) {
 			out = append(out, call)
 		}
 		return true
@@ -1016,7 +1022,7 @@ func (c *checker) mentionsKey(body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
 		if e, ok := n.(ast.Expr); ok {
-			if s, ok := constString(c.pass.TypesInfo, e); ok && c.isKey(s) {
+			if s, ok := constString(c.pass.TypesInfo, e); ok && keyHeaders.has(s) {
 				found = true
 			}
 		}
@@ -1171,18 +1177,6 @@ func isInteger(t types.Type) bool {
 
 func unsafeMethod(m string) bool { return m == "POST" || m == "PATCH" }
 
-// isKey reports whether s names a header a server dedupes on (see
-// -key-headers).
-func (c *checker) isKey(s string) bool {
-	return slices.ContainsFunc(keyHeaders.list, func(k string) bool { return strings.EqualFold(k, s) })
-}
-
-// isKeyField reports whether s names a body field a server dedupes on
-// (see -key-fields).
-func isKeyField(s string) bool {
-	return slices.ContainsFunc(keyFields.list, func(k string) bool { return strings.EqualFold(k, s) })
-}
-
 // setsKeyField reports whether n sets a struct field whose JSON name is a
 // key field: in a composite literal (Params{IdempotencyKey: key}) or by
 // assignment (params.IdempotencyKey = key).
@@ -1230,7 +1224,7 @@ func keyFieldOf(st *types.Struct, f types.Object) bool {
 		if name == "" {
 			name = f.Name()
 		}
-		return isKeyField(name)
+		return keyFields.has(name)
 	}
 	return false
 }
@@ -1302,10 +1296,7 @@ func namedIs(t types.Type, pathOK func(string) bool, name string) bool {
 	if t == nil {
 		return false
 	}
-	if p, ok := t.(*types.Pointer); ok {
-		t = p.Elem()
-	}
-	n, ok := types.Unalias(t).(*types.Named)
+	n, ok := types.Unalias(deref(t)).(*types.Named)
 	if !ok || n.Obj().Pkg() == nil {
 		return false
 	}
