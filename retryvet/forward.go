@@ -112,10 +112,13 @@ type params struct {
 }
 
 // paramsOf returns fd's parameters.
-func (c *checker) paramsOf(fd *ast.FuncDecl) params {
+func (c *checker) paramsOf(fd *ast.FuncDecl) params { return c.paramsOfType(fd.Type) }
+
+// paramsOfType returns the parameters of a function of type ft.
+func (c *checker) paramsOfType(ft *ast.FuncType) params {
 	p := params{info: c.pass.TypesInfo, index: map[types.Object]int{}}
 	i := 0
-	for _, field := range fd.Type.Params.List {
+	for _, field := range ft.Params.List {
 		if len(field.Names) == 0 {
 			i++
 			continue

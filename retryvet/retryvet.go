@@ -21,9 +21,11 @@
 //     error: a client's Do, a RoundTripper's RoundTrip, a function value,
 //     an SDK's own doRequest; its wait time.Sleep, time.After, a Timer, or
 //     a function of the package that waits), or by a retry helper given a
-//     function literal that sends it (cenkalti/backoff v4 and v5,
-//     avast/retry-go v4, sethvargo/go-retry, or a function of the code's
-//     own whose loop calls its function parameter and waits);
+//     function literal that sends it (cenkalti/backoff v2 to v5,
+//     avast/retry-go v3 and v4, sethvargo/go-retry, Rican7/retry,
+//     eapache/go-resiliency's Retrier, or a function of the code's own
+//     whose loop calls its function parameter and waits), or by a heimdall
+//     httpclient given a retry count;
 //   - a request of whatever method it is given resent without an
 //     Idempotency-Key: a retry loop that sends a request whose method it
 //     does not know (a parameter, a field), or go-retryablehttp's
@@ -67,10 +69,19 @@
 // too, and a go-retryablehttp StandardClient() handed to it is checked as
 // its own Do would be.
 //
+// A loop that does not wait is a retry when it leaves after a send
+// succeeds or goes round again after one fails (err == nil, a 2xx,
+// shouldRetry(resp, err)); so is a recursion that calls itself with the
+// same request where a send failed, a range over an iterator that waits,
+// and a send that puts what it sent back on a channel when it fails. A
+// function that sends a POST or PATCH (or builds a request of its
+// parameter's method) is remembered as an analysis fact, so a retry
+// around a call of an SDK's method is judged by what the method sends.
+//
 // What it cannot see it does not report: a key set in another function,
-// a Transport built in another package, an operation handed to a retry
-// helper by name rather than as a function literal. A method chosen at run
-// time is reported only as a request of any method, as above.
+// a Transport built in another package, a retry queue gated by time
+// checks. A method chosen at run time is reported only as a request of
+// any method, as above.
 //
 // A call that the protocol makes safe to repeat, which no rule can know (a
 // POST that writes at an offset, say), is marked with a directive on its
@@ -87,6 +98,7 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -148,7 +160,7 @@ func newAnalyzer() *analysis.Analyzer {
 		URL:       "https://pkg.go.dev/github.com/retryhttp/retryhttp/retryvet",
 		Requires:  []*analysis.Analyzer{inspect.Analyzer},
 		Run:       run,
-		FactTypes: []analysis.Fact{new(retriedMethod), new(retriesFunc), new(sendsThrough), new(waitsFact)},
+		FactTypes: []analysis.Fact{new(retriedMethod), new(retriesFunc), new(sendsThrough), new(waitsFact), new(requestFact), new(sendsFact), new(iterWaitsFact)},
 	}
 	a.Flags.BoolVar(&showIgnored, "show-ignored", false, "also report the findings a //retryvet:ignore directive silences, with its reason")
 	a.Flags.Var(&keyHeaders, "key-headers", "comma-separated headers a server dedupes on: a request that sets one is keyed")
@@ -165,9 +177,11 @@ const (
 	pathAWSConfig     = "github.com/aws/aws-sdk-go-v2/config"
 	pathOpenAIOption  = "github.com/openai/openai-go"
 	pathAnthropic     = "github.com/anthropics/anthropic-sdk-go"
+	pathRestyV1       = "gopkg.in/resty.v1"
 	pathRestyV2       = "github.com/go-resty/resty/v2"
 	pathRestyV3       = "resty.dev/v3"
 	pathRehttp        = "github.com/PuerkitoBio/rehttp"
+	pathHeimdall      = "github.com/gojek/heimdall/v7/httpclient"
 )
 
 func run(pass *analysis.Pass) (any, error) {
@@ -187,6 +201,8 @@ func run(pass *analysis.Pass) (any, error) {
 	c.retryHelpers(decls)
 	c.retryValues(ins)
 	c.senders(decls)
+	c.requestBuilders(decls)
+	c.unsafeSenders(decls)
 	ins.Preorder([]ast.Node{(*ast.CompositeLit)(nil)}, func(n ast.Node) { c.stripeConfig(n.(*ast.CompositeLit)) })
 	ins.Preorder([]ast.Node{(*ast.FuncDecl)(nil), (*ast.FuncLit)(nil)}, func(n ast.Node) {
 		var body *ast.BlockStmt
@@ -224,6 +240,7 @@ type checker struct {
 	restyUnsafeSend   bool // the package sends a POST or PATCH with resty v2
 	unsafeRequest     bool // the package makes or sends a POST or PATCH with net/http
 	restyCondition    bool // the package adds a resty v2 retry condition that may read the method
+	heimdallRetries   bool // the package gives a heimdall httpclient a retry count that may be above 0
 	keyNamedInPackage bool // the package names the Idempotency-Key header somewhere
 
 	reported map[token.Pos]bool // where a finding was reported
@@ -231,8 +248,9 @@ type checker struct {
 
 	retryValue map[types.Object]int // variables and fields holding a retry helper: the index of its operation
 
-	waiting map[*types.Func]bool          // the package's functions that wait (see waits)
-	decls   map[*types.Func]*ast.FuncDecl // the package's functions, by object
+	waiting     map[*types.Func]bool          // the package's functions that wait (see waits)
+	iterWaiting map[*types.Func]bool          // the package's functions that return an iterator that waits (see rangesOverWaits)
+	decls       map[*types.Func]*ast.FuncDecl // the package's functions, by object
 }
 
 // scanPackage records the package-wide facts the checks depend on.
@@ -411,9 +429,9 @@ func (c *checker) scanRestyCall(call *ast.CallExpr) {
 	switch path, name := pkgPath(fn), fn.Name(); {
 	case path == pathRestyV3 && name == "SetRetryCount":
 		c.retryCountSet = true
-	case path == pathRestyV2 && (name == "Post" || name == "Patch") && isMethod(fn):
+	case restyEveryMethod(path) && (name == "Post" || name == "Patch") && isMethod(fn):
 		c.restyUnsafeSend = true
-	case path == pathRestyV2 && (name == "Execute" || name == "Send") && isMethod(fn):
+	case restyEveryMethod(path) && (name == "Execute" || name == "Send") && isMethod(fn):
 		if m, ok := c.method(call, 0); ok && unsafeMethod(m) {
 			c.restyUnsafeSend = true
 		}
@@ -427,7 +445,11 @@ func (c *checker) scanRestyCall(call *ast.CallExpr) {
 		}
 	case path == "net/http" && (name == "Post" || name == "PostForm"):
 		c.unsafeRequest = true
-	case path == pathRestyV2 && (name == "AddRetryCondition" || name == "SetRetryConditions") && len(call.Args) > 0:
+	case path == pathHeimdall && name == "WithRetryCount" && len(call.Args) == 1:
+		if n, ok := constInt(c.pass.TypesInfo, call.Args[0]); !ok || n > 0 {
+			c.heimdallRetries = true
+		}
+	case restyEveryMethod(path) && (name == "AddRetryCondition" || name == "SetRetryConditions") && len(call.Args) > 0:
 		// A condition written here refuses POST and PATCH only if it reads
 		// the request's method; one defined elsewhere is given the benefit
 		// of the doubt.
@@ -504,6 +526,7 @@ func readsMethod(n ast.Node) bool {
 // function checks one function body.
 func (c *checker) function(body *ast.BlockStmt) {
 	keyed := c.setsKey(body)
+	c.requeued(body, keyed)
 	ast.Inspect(body, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.FuncLit:
@@ -551,14 +574,14 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 			c.report(call.Pos(), "POST retried by go-retryablehttp's Client.%s, which cannot carry an Idempotency-Key: a retry after a lost response repeats its effect; "+
 				"fix: build the request with retryablehttp.NewRequest, set its Idempotency-Key once, and send it with Do", fn.Name())
 		}
-	case path == pathRestyV2 && fn.Name() == "SetRetryCount" && isMethod(fn) && len(call.Args) == 1:
+	case restyEveryMethod(path) && fn.Name() == "SetRetryCount" && isMethod(fn) && len(call.Args) == 1:
 		if n, ok := constInt(c.pass.TypesInfo, call.Args[0]); ok && n <= 0 {
 			return // no retries
 		}
 		if c.restyUnsafeSend && !c.restyCondition && !c.keyNamedInPackage {
-			c.report(call.Pos(), "resty v2 retries every method after a transport error once SetRetryCount is above 0, "+
+			c.report(call.Pos(), "resty %s retries every method after a transport error once SetRetryCount is above 0, "+
 				"and this package sends POST or PATCH with resty and no Idempotency-Key: a retry after a lost response repeats its effect; "+
-				"fix: set an Idempotency-Key header on each POST and PATCH (one per operation), or AddRetryCondition that refuses them")
+				"fix: set an Idempotency-Key header on each POST and PATCH (one per operation), or AddRetryCondition that refuses them", restyMajor(path))
 		}
 	case path == pathRestyV3 && fn.Name() == "SetRetryAllowNonIdempotent":
 		// A function that sets, reads or checks the key header is taken
@@ -581,6 +604,18 @@ func (c *checker) call(body *ast.BlockStmt, call *ast.CallExpr, keyed bool) {
 	case path == "net/http" && fn.Name() == "Do" && isMethod(fn) && len(call.Args) == 1:
 		if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok && !keyed {
 			c.standardClientSend(body, call.Pos(), sel.X, call.Args[0], "")
+		}
+	case path == pathHeimdall && isMethod(fn) && (fn.Name() == "Post" || fn.Name() == "Patch" || fn.Name() == "Do"):
+		if !c.heimdallRetries || keyed || c.keyNamedInPackage {
+			return
+		}
+		m, ok := strings.ToUpper(fn.Name()), true
+		if fn.Name() == "Do" && len(call.Args) == 1 {
+			m, ok = c.requestMethod(body, call.Args[0])
+		}
+		if ok && unsafeMethod(m) {
+			c.report(call.Pos(), "%s retried by heimdall's httpclient without an Idempotency-Key: WithRetryCount above 0 sends every method again after an error or a 5xx, "+
+				"and a retry after a lost response repeats its effect; fix: pass an Idempotency-Key header (one per operation), or send it with a client without retries", m)
 		}
 	case path == pathFailsafehttp && fn.Name() == "NewRequest" && len(call.Args) > 0:
 		if m, ok := c.requestMethod(body, call.Args[0]); ok && unsafeMethod(m) && !keyed {
@@ -682,15 +717,35 @@ func (c *checker) stripeConfig(lit *ast.CompositeLit) {
 }
 
 // loop checks a region that repeats (what: a "loop", or a "recursion",
-// a function that calls itself) and sends requests and waits between
-// them.
+// a function that calls itself) and sends requests: one that waits
+// between them, or, waiting or not, one that goes round again when a send
+// fails and stops when it succeeds (see repeatsOnFailure). A send behind
+// a function of the code's own (sendsFact) is a retry in the second kind
+// only: a flusher that waits and sends each time counts as no retry.
 func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockStmt, endless, keyed bool, what string) {
 	sends, waits := c.sendsAndWaits(loopBody)
-	if len(sends) == 0 || !waits {
+	waits = waits || c.rangesOverWaits(loop)
+	behind := c.unsafeSendCalls(loopBody)
+	if len(sends) == 0 && len(behind) == 0 {
+		return
+	}
+	calls := slices.Clone(sends)
+	for _, s := range behind {
+		calls = append(calls, s.call)
+	}
+	results := c.resultsOf(loopBody, calls)
+	var again bool
+	if fd, ok := loop.(*ast.FuncDecl); ok {
+		again = c.recursesOnFailure(fd, results)
+	} else {
+		again = c.repeatsOnFailure(loop, loopBody, results)
+	}
+	if !waits && !again {
 		return
 	}
 	var anyMethod *ast.CallExpr // the first send of a request whose method the loop does not know
 	varying := c.loopVaried(loop, loopBody)
+	maps.Copy(varying, c.derived(loopBody, results)) // what the last answer said: a cursor, a redirect's Location
 	for _, s := range sends {
 		if c.sendsVaried(body, s, varying) {
 			continue // another request each time (an item of a batch, paced): not a retry
@@ -704,6 +759,13 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 			anyMethod = s
 		}
 	}
+	for _, s := range behind {
+		if !again || keyed || slices.ContainsFunc(s.call.Args, func(a ast.Expr) bool { return c.refersTo(a, varying) }) {
+			continue
+		}
+		c.report(s.call.Pos(), "%s sent by %s, retried by this %s without an Idempotency-Key: a retry after a lost response repeats its effect; "+
+			"fix: set an Idempotency-Key made once, before the %s, on the request %s sends", s.method, s.fact.Via, what, what, s.fact.Via)
+	}
 	if anyMethod != nil && !keyed {
 		c.anyMethod(body, anyMethod.Pos(), "this "+what+" resends a request", "retry only idempotent methods (check req.Method)")
 	}
@@ -713,7 +775,7 @@ func (c *checker) loop(body *ast.BlockStmt, loop ast.Node, loopBody *ast.BlockSt
 				"fix: make the key once, before the %s", what)
 		}
 	}
-	if endless && !c.usesContext(loopBody) && !c.boundsAttempts(loop, loopBody) {
+	if endless && (len(sends) > 0 || again) && !c.usesContext(loopBody) && !c.boundsAttempts(loop, loopBody) {
 		c.report(loop.Pos(), "a retry loop with no attempt bound and no context: it retries forever while the dependency is down; "+
 			"fix: bound it (for attempt := 1; attempt <= max; attempt++) and stop when ctx is done")
 	}
@@ -887,7 +949,20 @@ func requestArg(info *types.Info, call *ast.CallExpr) int {
 	return -1
 }
 
-func isResty(path string) bool { return path == pathRestyV2 || path == pathRestyV3 }
+func isResty(path string) bool { return restyEveryMethod(path) || path == pathRestyV3 }
+
+// restyEveryMethod reports whether path is a resty (v1 or v2) that
+// retries every method after a transport error once SetRetryCount is
+// above 0.
+func restyEveryMethod(path string) bool { return path == pathRestyV1 || path == pathRestyV2 }
+
+// restyMajor names resty's major version at path, for a report.
+func restyMajor(path string) string {
+	if path == pathRestyV1 {
+		return "v1"
+	}
+	return "v2"
+}
 
 // sentMethod returns the method a send call uses: POST for Post and
 // PostForm, PATCH for resty's Patch, GET and HEAD for theirs, the

@@ -16,8 +16,10 @@ import (
 // testdata/mod/go.mod states (go-retryablehttp v0.7.8, resty v2.17.2 and
 // resty.dev/v3 v3.0.0-rc.4, failsafe-go v0.9.8, stripe-go v82.5.1,
 // aws-sdk-go-v2 config v1.33.18, openai-go v3.98.0, anthropic-sdk-go v2.16.0,
-// cenkalti/backoff v3.2.2, v4.3.0 and v5.0.3, avast/retry-go v4.7.0, sethvargo/go-retry
-// v0.5.0, PuerkitoBio/rehttp v1.4.0), so a rule keyed on a
+// cenkalti/backoff v2.2.1, v3.2.2, v4.3.0 and v5.0.3, avast/retry-go v3.0.0
+// and v4.7.0, sethvargo/go-retry v0.5.0, Rican7/retry v0.3.1,
+// eapache/go-resiliency v1.7.0, PuerkitoBio/rehttp v1.4.0, gojek/heimdall
+// v7.0.3, gopkg.in/resty.v1 v1.12.0), so a rule keyed on a
 // method the library lacks does not compile, and one that fires only on a
 // stub cannot pass. analysistest loads them with GOPROXY=off: download
 // them first.
@@ -41,7 +43,7 @@ func TestAnalyzer(t *testing.T) {
 		"./safe_resty_condition", "./safe_resty_keyed", "./safe_resty_zero", "./safe_v2_gets",
 		"./safe_retrymax_zero", "./safe_ignored", "./safe_checkretry_method", "./safe_retry_helper",
 		"./unsafe_helpers", "./safe_helpers", "./helpers/...", "./unsafe_any_method", "./safe_any_method", "./safe_any_method_keyed",
-		"./safe_checkretry_optin", "./unsafe_checkretry_5xx", "./unsafe_rehttp", "./safe_rehttp", "./safe_vendor_keys", "./custom_key_header", "./safe_paced")
+		"./safe_checkretry_optin", "./unsafe_checkretry_5xx", "./unsafe_rehttp", "./safe_rehttp", "./safe_vendor_keys", "./custom_key_header", "./safe_paced", "./unsafe_nowait", "./safe_nowait", "./behind/...", "./unsafe_resty_v1", "./unsafe_heimdall", "./safe_heimdall", "./safe_heimdall_keyed")
 }
 
 // With -show-ignored, a finding a directive silences is reported with

@@ -70,6 +70,24 @@ func (c *checker) waiters(decls []*ast.FuncDecl) {
 		})
 		return c.waiting[fn]
 	})
+	c.iterWaiting = map[*types.Func]bool{}
+	for _, fd := range decls {
+		fn, ok := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
+		if !ok || fd.Body == nil || !returnsIterator(fn) {
+			continue
+		}
+		ast.Inspect(fd.Body, func(n ast.Node) bool { // function literals too: the iterator is one
+			if call, ok := n.(*ast.CallExpr); ok {
+				if callee := c.callee(call); callee != nil && c.waits(callee) {
+					c.iterWaiting[fn] = true
+				}
+			}
+			return !c.iterWaiting[fn]
+		})
+		if c.iterWaiting[fn] && fn.Exported() {
+			c.pass.ExportObjectFact(fn, &iterWaitsFact{})
+		}
+	}
 	// Other packages learn of the waits that send nothing: a wait helper
 	// (backoff.Sleep(ctx, attempt)), not a client whose Do waits between
 	// its own retries, whose callers' loops may send each time anew.
@@ -78,4 +96,54 @@ func (c *checker) waiters(decls []*ast.FuncDecl) {
 			c.pass.ExportObjectFact(fn, &waitsFact{})
 		}
 	}
+}
+
+// iterWaitsFact is the fact of a function that returns an iterator that
+// waits (see rangesOverWaits), so that a range over it in another package
+// waits too.
+type iterWaitsFact struct{}
+
+// AFact marks iterWaitsFact as an analysis fact.
+func (*iterWaitsFact) AFact() {}
+
+func (*iterWaitsFact) String() string { return "returns an iterator that waits" }
+
+// returnsIterator reports whether fn returns an iterator: a function
+// whose one parameter is a yield function that returns a bool (an
+// iter.Seq, an iter.Seq2).
+func returnsIterator(fn *types.Func) bool {
+	res := fn.Type().(*types.Signature).Results()
+	if res.Len() != 1 {
+		return false
+	}
+	seq, ok := types.Unalias(res.At(0).Type()).Underlying().(*types.Signature)
+	if !ok || seq.Params().Len() != 1 || seq.Results().Len() != 0 {
+		return false
+	}
+	yield, ok := types.Unalias(seq.Params().At(0).Type()).Underlying().(*types.Signature)
+	return ok && yield.Results().Len() == 1 && types.Identical(yield.Results().At(0).Type(), types.Typ[types.Bool])
+}
+
+// rangesOverWaits reports whether loop ranges over a function (an
+// iterator) that a call returns and that waits between the values it
+// yields, so the loop waits between its passes:
+//
+//	for attempt := range retry.Attempts(ctx, 5) { ... }
+func (c *checker) rangesOverWaits(loop ast.Node) bool {
+	r, ok := loop.(*ast.RangeStmt)
+	if !ok {
+		return false
+	}
+	call, ok := ast.Unparen(r.X).(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	fn := c.callee(call)
+	if fn == nil || !returnsIterator(fn) {
+		return false
+	}
+	if fn.Pkg() == c.pass.Pkg {
+		return c.iterWaiting[fn]
+	}
+	return c.pass.ImportObjectFact(fn, new(iterWaitsFact))
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 )
 
-func dedupe(c *http.Client, body []byte) {
+func dedupe(c *http.Client, body []byte) { // want dedupe:`sends a POST \(dedupe\)`
 	key := uuid.NewString()
 	for i := 0; i < 3; i++ {
 		req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/jobs", bytes.NewReader(body))
@@ -24,7 +24,7 @@ func dedupe(c *http.Client, body []byte) {
 }
 
 // traced sets a request ID, which no server dedupes on.
-func traced(c *http.Client, body []byte) {
+func traced(c *http.Client, body []byte) { // want traced:`sends a POST \(traced\)`
 	id := uuid.NewString()
 	for i := 0; i < 3; i++ {
 		req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/jobs", bytes.NewReader(body))

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 )
 
-func newRequest(method, url string) (*http.Request, error) {
+func newRequest(method, url string) (*http.Request, error) { // want newRequest:`builds a request of its parameter 0's method`
 	req, err := http.NewRequest(method, url, nil)
 	if err == nil && method == http.MethodPost {
 		req.Header.Set("Idempotency-Key", uuid.NewString())

@@ -29,7 +29,7 @@ func chosen(retry rehttp.RetryFn) http.RoundTripper {
 	return rehttp.NewTransport(nil, retry, rehttp.ConstDelay(time.Second))
 }
 
-func charge(c *http.Client, body []byte) error {
+func charge(c *http.Client, body []byte) error { // want charge:`sends a POST \(charge\)`
 	req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/charges", bytes.NewReader(body))
 	resp, err := c.Do(req)
 	if err != nil {

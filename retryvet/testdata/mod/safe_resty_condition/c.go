@@ -14,6 +14,6 @@ func client() *resty.Client {
 	})
 }
 
-func charge(c *resty.Client, body []byte) {
+func charge(c *resty.Client, body []byte) { // want charge:`sends a POST \(charge\)`
 	c.R().SetBody(body).Post("https://api.example.com/charges")
 }

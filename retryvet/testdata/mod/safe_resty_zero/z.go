@@ -5,6 +5,6 @@ import "github.com/go-resty/resty/v2"
 
 func client() *resty.Client { return resty.New().SetRetryCount(0) }
 
-func charge(c *resty.Client, body []byte) {
+func charge(c *resty.Client, body []byte) { // want charge:`sends a POST \(charge\)`
 	c.R().SetBody(body).Post("https://api.example.com/charges")
 }

@@ -33,7 +33,7 @@ func waitFor(ctx context.Context, d time.Duration) error {
 func (c *client) doSingle(req *http.Request, auth bool) (*http.Response, error) { return c.hc.Do(req) }
 
 // execute retries whatever request it is given.
-func (c *client) execute(ctx context.Context, method, url string, body io.Reader) (*http.Response, error) {
+func (c *client) execute(ctx context.Context, method, url string, body io.Reader) (*http.Response, error) { // want execute:`sends a request of its parameter 1's method \(execute\)`
 	var resp *http.Response
 	var err error
 	for attempt := 0; attempt <= c.maxRetries; attempt++ {
@@ -133,7 +133,7 @@ func (s *sdk) do(ctx context.Context, req *http.Request) (*http.Response, error)
 	return DoRequestWithClient(ctx, s.HTTPClient, req) // want `go-retryablehttp retries the request sent through StandardClient\(\) \(by DoRequestWithClient\) whatever its method`
 }
 
-func (s *sdk) createDroplet(ctx context.Context) (*http.Response, error) {
+func (s *sdk) createDroplet(ctx context.Context) (*http.Response, error) { // want createDroplet:`sends a POST \(createDroplet\)`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.example.com/droplets", nil)
 	return DoRequestWithClient(ctx, s.HTTPClient, req) // want `POST retried by go-retryablehttp through StandardClient\(\) \(by DoRequestWithClient\) without an Idempotency-Key`
 }

@@ -29,7 +29,7 @@ func custom() http.RoundTripper {
 	return rehttp.NewTransport(nil, func(a rehttp.Attempt) bool { return a.Index < 3 }, rehttp.ConstDelay(time.Second)) // want `rehttp retries every method its RetryFn allows`
 }
 
-func charge(c *http.Client, body []byte) error {
+func charge(c *http.Client, body []byte) error { // want charge:`sends a POST \(charge\)`
 	req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/charges", bytes.NewReader(body))
 	resp, err := c.Do(req)
 	if err != nil {

@@ -9,10 +9,10 @@ func client() *resty.Client {
 	return resty.New().SetRetryCount(3) // want `resty v2 retries every method`
 }
 
-func charge(c *resty.Client, body []byte) {
+func charge(c *resty.Client, body []byte) { // want charge:`sends a POST \(charge\)`
 	c.R().SetBody(body).Post("https://api.example.com/charges")
 }
 
-func refund(c *resty.Client) {
+func refund(c *resty.Client) { // want refund:`sends a PATCH \(refund\)`
 	c.R().Execute("PATCH", "https://api.example.com/refunds/1")
 }

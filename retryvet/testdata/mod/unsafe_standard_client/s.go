@@ -14,7 +14,7 @@ type api struct{ http *http.Client }
 
 func newAPI() *api { return &api{http: retryablehttp.NewClient().StandardClient()} }
 
-func (a *api) charge(body string) {
+func (a *api) charge(body string) { // want charge:`sends a POST \(charge\)`
 	req, _ := http.NewRequest(http.MethodPost, "https://api.example.com/charges", strings.NewReader(body))
 	a.http.Do(req) // want `POST retried by go-retryablehttp through StandardClient\(\)`
 }
@@ -24,7 +24,7 @@ func (a *api) list() {
 	a.http.Do(req)
 }
 
-func local(body string) {
+func local(body string) { // want local:`sends a PATCH \(local\)`
 	c := retryablehttp.NewClient().StandardClient()
 	req, _ := http.NewRequest("PATCH", "https://api.example.com/orders/1", strings.NewReader(body))
 	c.Do(req) // want `PATCH retried by go-retryablehttp through StandardClient\(\)`
@@ -37,7 +37,7 @@ func wrapped(c *retryablehttp.Client, body string) {
 }
 
 // A plain client is not a retrying one.
-func plain(body string) {
+func plain(body string) { // want plain:`sends a POST \(plain\)`
 	c := &http.Client{}
 	req, _ := http.NewRequest("POST", "https://api.example.com/charges", strings.NewReader(body))
 	c.Do(req)

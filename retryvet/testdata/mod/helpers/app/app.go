@@ -20,7 +20,7 @@ func charge(ctx context.Context, c *http.Client) error {
 }
 
 // chargeLoop waits between its attempts in another package.
-func chargeLoop(ctx context.Context, c *http.Client) error {
+func chargeLoop(ctx context.Context, c *http.Client) error { // want chargeLoop:`sends a POST \(chargeLoop\)`
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.example.com/charges", strings.NewReader("{}"))
@@ -34,7 +34,7 @@ func chargeLoop(ctx context.Context, c *http.Client) error {
 }
 
 // each sends a POST per item, one after another: no wait, no retry.
-func each(c *http.Client, items []string) {
+func each(c *http.Client, items []string) { // want each:`sends a POST \(each\)`
 	for _, it := range items {
 		if resp, err := c.Post("https://api.example.com/items", "application/json", strings.NewReader(it)); err == nil {
 			resp.Body.Close()
