@@ -873,21 +873,14 @@ func (c *checker) sendsVaried(body *ast.BlockStmt, send *ast.CallExpr, varying m
 // as a client's Do and a RoundTripper's RoundTrip do (an SDK's
 // doSingleRequest too).
 func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, waits bool) {
-	ast.Inspect(body, func(n ast.Node) bool {
-		if _, ok := n.(*ast.FuncLit); ok {
-			return false
-		}
-		call, ok := n.(*ast.CallExpr)
-		if !ok {
-			return true
-		}
+	eachCall(body, func(call *ast.CallExpr) {
 		if c.sendsRequest(call) {
 			sends = append(sends, call)
-			return true
+			return
 		}
 		fn := c.callee(call)
 		if fn == nil || fn == c.self {
-			return true
+			return
 		}
 		switch path, name := pkgPath(fn), fn.Name(); {
 		case c.waits(fn):
@@ -897,9 +890,22 @@ func (c *checker) sendsAndWaits(body *ast.BlockStmt) (sends []*ast.CallExpr, wai
 		case isResty(path) && isMethod(fn) && (name == "Post" || name == "Patch" || name == "Execute"):
 			sends = append(sends, call)
 		}
-		return true
 	})
 	return sends, waits
+}
+
+// eachCall calls f for each call in body, not counting those of the
+// function literals in it (checked on their own).
+func eachCall(body ast.Node, f func(*ast.CallExpr)) {
+	ast.Inspect(body, func(n ast.Node) bool {
+		if _, ok := n.(*ast.FuncLit); ok {
+			return false
+		}
+		if call, ok := n.(*ast.CallExpr); ok {
+			f(call)
+		}
+		return true
+	})
 }
 
 // sendsRequest reports whether call takes an *http.Request and returns

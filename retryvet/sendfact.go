@@ -232,18 +232,11 @@ type sendCall struct {
 // nor the checked recursion's own, of functions with sendsFact.
 func (c *checker) sendCalls(body *ast.BlockStmt) []sendCall {
 	var calls []sendCall
-	ast.Inspect(body, func(n ast.Node) bool {
-		if _, ok := n.(*ast.FuncLit); ok {
-			return false
-		}
-		call, ok := n.(*ast.CallExpr)
-		if !ok {
-			return true
-		}
+	eachCall(body, func(call *ast.CallExpr) {
 		fn := c.callee(call)
 		var f sendsFact
 		if fn == nil || fn == c.self || !c.pass.ImportObjectFact(fn, &f) {
-			return true
+			return
 		}
 		s := sendCall{call: call, fact: f, method: f.Method}
 		if f.Method == "" && len(call.Args) > f.Param {
@@ -252,7 +245,6 @@ func (c *checker) sendCalls(body *ast.BlockStmt) []sendCall {
 			}
 		}
 		calls = append(calls, s)
-		return true
 	})
 	return calls
 }
