@@ -995,14 +995,14 @@ func (c *checker) sentMethod(body *ast.BlockStmt, call *ast.CallExpr) (string, b
 	return c.requestMethod(body, call.Args[i])
 }
 
-// requestMethod finds the method of the request expr names: a variable
-// assigned from http.NewRequest (or NewRequestWithContext) in body.
+// requestMethod finds the constant method of the request expr names: a
+// variable assigned in body from net/http's or go-retryablehttp's
+// NewRequest (or NewRequestWithContext), or from a request builder of the
+// code's own (requestFact), the method a constant or a local variable
+// that holds one.
 func (c *checker) requestMethod(body *ast.BlockStmt, expr ast.Expr) (string, bool) {
-	call, first := c.requestCall(body, expr)
-	if call == nil {
-		return "", false
-	}
-	return c.method(call, first-1)
+	m, ok := c.requestMethodIn(body, params{info: c.pass.TypesInfo}, expr)
+	return m.method, ok && m.param < 0
 }
 
 // requestCall finds the call that made the request expr names: a

@@ -95,3 +95,21 @@ func overAttempts(c *http.Client, body []byte) { // want overAttempts:`sends a P
 }
 
 func done(resp *http.Response, err error) bool { return resp != nil && err == nil }
+
+// newCharge builds the POST the loop below sends: its method is known
+// through the builder, not only a request "of any method".
+func newCharge(body []byte) (*http.Request, error) { // want newCharge:`builds a POST request`
+	method := http.MethodPost
+	return http.NewRequest(method, "https://api.example.com/charges", bytes.NewReader(body))
+}
+
+func built(c *http.Client, body []byte) { // want built:`sends a POST \(built\)`
+	for attempt := 0; attempt < 3; attempt++ {
+		req, _ := newCharge(body)
+		if resp, err := c.Do(req); err == nil { // want `POST retried by this loop without an Idempotency-Key`
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
